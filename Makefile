@@ -1,0 +1,45 @@
+# The two commands a newcomer types: `make demo` and `make test`. Each installs what it needs.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+DEMO   := .demo
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ocl-reconciler needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+demo: install
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@echo '### 1. diff: what a first run would do to examples/cluster.yaml (exit 1 = changes)'
+	-$(VENV)/bin/ocl-reconcile diff --snapshot examples/cluster.yaml > $(DEMO)/diff.txt; \
+	  head -n 40 $(DEMO)/diff.txt; echo '   [... full diff in $(DEMO)/diff.txt ...]'; tail -n 1 $(DEMO)/diff.txt
+	@echo; echo '### 2. run: apply it, writing the resulting cluster to $(DEMO)/run1.yaml'
+	$(VENV)/bin/ocl-reconcile run --snapshot examples/cluster.yaml --write-snapshot $(DEMO)/run1.yaml
+	@echo; echo '### 3. status'
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run1.yaml
+	@echo; echo '### 4. a kubelet finishes the builds: worker succeeds, infra fails'
+	$(PY) examples/kubelet.py $(DEMO)/run1.yaml $(DEMO)/kubelet.yaml --pool worker=Succeeded --pool infra=Failed
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/kubelet.yaml --write-snapshot $(DEMO)/run2.yaml
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run2.yaml
+	@echo; echo '### 5. converged: diff shows nothing and exits 0'
+	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(PY) -m pip install --quiet --disable-pip-version-check ruff
+	$(VENV)/bin/ruff check reconcile tests bench examples
+
+bench: install
+	$(PY) bench/plan_scale.py
+
+clean:
+	rm -rf $(VENV) $(DEMO) .pytest_cache

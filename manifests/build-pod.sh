@@ -1,0 +1,18 @@
+# Build the layered OS image and push it; every path comes from the Pod's env (set explicitly in
+# the pod spec), so the same script runs in the Pod and in the test harness.
+set -eu
+mkdir -p "$CONTEXT_DIR/machineconfig"
+# ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
+cp -L "$MACHINECONFIG_DIR/machineconfig.json.gz" "$CONTEXT_DIR/machineconfig/machineconfig.json.gz"
+buildah build \
+  --storage-driver "$STORAGE_DRIVER" \
+  --isolation "$BUILDAH_ISOLATION" \
+  --authfile "$BASE_IMAGE_PULL_CREDS" \
+  --file "$DOCKERFILE_DIR/Dockerfile" \
+  --tag "$TAG" \
+  "$CONTEXT_DIR"
+buildah push \
+  --storage-driver "$STORAGE_DRIVER" \
+  --authfile "$FINAL_IMAGE_PUSH_CREDS" \
+  --digestfile "$DIGEST_FILE" \
+  "$TAG" "docker://$TAG"

@@ -1,0 +1,49 @@
+"""The public contract written on each MachineConfigPool (README: "Results recorded on the pool").
+
+Only these keys are ours; every write touches these keys alone.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+PREFIX = "ocl-reconciler.io/"
+STATE = PREFIX + "state"
+RENDERED = PREFIX + "rendered-config"
+BUILD = PREFIX + "build"
+MESSAGE = PREFIX + "message"
+TRANSITION = PREFIX + "transition-time"
+BUILT_CONFIG = PREFIX + "built-config"
+REBUILD = PREFIX + "rebuild"
+REBUILD_HANDLED = PREFIX + "rebuild-handled"
+IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
+
+#: Opt-in label on the pool (presence only, as in the MCO).
+LAYERING_LABEL = "machineconfiguration.openshift.io/layering-enabled"
+
+PENDING, BUILDING, SUCCEEDED, FAILED, INTERRUPTED, BLOCKED = (
+    "Pending", "Building", "Succeeded", "Failed", "Interrupted", "Blocked")
+STATES = (PENDING, BUILDING, SUCCEEDED, FAILED, INTERRUPTED, BLOCKED)
+
+
+def owned(key: str) -> bool:
+    """Keys we remove on opt-out. The user's rebuild request is theirs, not ours."""
+    return (key.startswith(PREFIX) and key != REBUILD) or key == IMAGE
+
+
+def one_line(text: str, limit: int = 512) -> str:
+    """Annotations hold one line: collapse whitespace, cap the length."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The subset of `wanted` that differs from `current` (None = remove the key)."""
+    out: dict[str, str | None] = {}
+    for key, value in wanted.items():
+        if value is None:
+            if key in current:
+                out[key] = None
+        elif current.get(key) != value:
+            out[key] = value
+    return out

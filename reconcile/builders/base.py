@@ -1,0 +1,40 @@
+"""What every image builder shares: the values a build object is rendered from, and the reading
+of its status as (state, digest, message). A builder is only these two functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    namespace: str
+    pool: str
+    rendered_config: str
+    name: str
+    tag: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner: Mapping[str, Any]
+    dockerfile_configmap: str
+    machineconfig_configmap: str
+    pull_secret: str
+    push_secret: str
+    buildah_image: str
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    state: str            # one of annotations.PENDING, BUILDING, SUCCEEDED, FAILED
+    digest: str | None = None
+    message: str = ""
+
+
+class Builder(Protocol):
+    kind: str
+    api_version: str
+
+    def render(self, ctx: BuildContext) -> dict[str, Any]: ...
+
+    def read_status(self, obj: Mapping[str, Any]) -> BuildStatus: ...

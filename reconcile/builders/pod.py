@@ -1,0 +1,52 @@
+"""custom-pod-builder: a bare Pod that runs buildah, the digest returned as the termination message."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from reconcile import annotations as A
+from reconcile import imageref, objects, templates
+from reconcile.builders.base import BuildContext, BuildStatus
+
+kind = "Pod"
+api_version = "v1"
+CONTAINER = "image-build"
+
+
+def render(ctx: BuildContext) -> dict[str, Any]:
+    return templates.render_object(
+        "pod-buildah.yaml.j2", script=templates.source("build-pod.sh"), **vars(ctx))
+
+
+def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            return (status.get("state") or {}).get("terminated") or {}
+    return {}
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def read_status(pod: Mapping[str, Any]) -> BuildStatus:
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    where = objects.ref(pod)
+    if phase == "Running":
+        return BuildStatus(A.BUILDING)
+    if phase == "Succeeded":
+        digest = (_terminated(pod).get("message") or "").strip()
+        if imageref.SHA256_DIGEST.match(digest):
+            return BuildStatus(A.SUCCEEDED, digest=digest)
+        return BuildStatus(A.FAILED, message=f"build {where} succeeded without a sha256 digest "
+                                             "in its termination message")
+    if phase == "Failed":
+        term = _terminated(pod)
+        reason = (_last_line(term.get("message", "")) or term.get("reason")
+                  or status.get("message") or status.get("reason") or "no reason given")
+        code = term.get("exitCode")
+        suffix = f" (exit code {code})" if code is not None else ""
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{suffix}: {reason}"))
+    return BuildStatus(A.PENDING)

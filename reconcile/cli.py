@@ -1,0 +1,151 @@
+"""Command line: `ocl-reconcile run|diff|render|status`. Imports are lazy so `--help` is fast."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+
+EXIT_OK, EXIT_CHANGES, EXIT_BLOCKED, EXIT_FATAL = 0, 1, 2, 3
+DEFAULT_NAMESPACE = "openshift-machine-config-operator"
+
+DESCRIPTION = """\
+One-shot reconciler for OpenShift on-cluster layering. Finds every MachineConfigPool labelled
+machineconfiguration.openshift.io/layering-enabled, builds a layered OS image of its rendered
+MachineConfig, and records the outcome on the pool as annotations.
+"""
+
+EPILOG = """\
+commands:
+  run     one pass that applies the plan (exit 0 all pools reconciled, 2 a pool Blocked or a
+          write failed, 3 the cluster or snapshot cannot be read)
+  diff    the same plan as a unified diff per object, no writes, secret values masked
+          (exit 0 no differences, 1 differences, >=2 error)
+  render  the desired build objects of every opted-in pool as a YAML stream on stdout
+          (exit 0, 2 when a pool cannot be rendered, 3 fatal)
+  status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
+
+examples:
+  ocl-reconcile diff --snapshot cluster.yaml
+  ocl-reconcile run --snapshot cluster.yaml --write-snapshot after.yaml
+  oc get mcp,mc,cm,secret,pod -o yaml | ocl-reconcile status --snapshot -
+"""
+
+
+class Fatal(Exception):
+    """The cluster or the snapshot cannot be read: exit 3 with one line."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--snapshot", metavar="FILE",
+                        help="read the cluster from FILE ('-' for stdin) as `oc get ... -o yaml` "
+                             "prints it, instead of a live cluster")
+    common.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
+                        help="namespace of the settings and build objects (default: %(default)s)")
+    common.add_argument("--pool", action="append", default=[], metavar="NAME",
+                        help="only this MachineConfigPool (repeatable)")
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    common.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines on stderr as text or JSON (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="ocl-reconcile", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    from reconcile import __version__
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
+    run.add_argument("--write-snapshot", metavar="OUT",
+                     help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
+    sub.add_parser("diff", parents=[common], help="show what run would change; no writes")
+    sub.add_parser("render", parents=[common], help="print the desired build objects as YAML")
+    sub.add_parser("status", parents=[common], help="table of pool build states")
+    return parser
+
+
+def _now() -> datetime:
+    """The clock; OCL_RECONCILE_NOW (RFC 3339) pins it for reproducible output."""
+    pinned = os.environ.get("OCL_RECONCILE_NOW")
+    if pinned:
+        try:
+            return datetime.strptime(pinned, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise Fatal(f"OCL_RECONCILE_NOW={pinned!r} is not an RFC 3339 UTC time "
+                        "like 2026-01-02T03:04:05Z") from None
+    return datetime.now(timezone.utc)
+
+
+def _cluster(args, now: datetime):
+    if not args.snapshot:
+        raise Fatal("no --snapshot given and live cluster access is not available in this "
+                    "version; pass --snapshot FILE (oc get ... -o yaml output)")
+    from reconcile import snapshot
+    from reconcile.cluster.memory import MemoryCluster
+    try:
+        return MemoryCluster(snapshot.load(args.snapshot), clock=lambda: now)
+    except snapshot.SnapshotError as err:
+        raise Fatal(str(err)) from None
+
+
+def cmd_run(args, now: datetime) -> int:
+    from reconcile import apply, observe, objects, snapshot
+    if args.write_snapshot and not args.snapshot:
+        raise Fatal("--write-snapshot needs --snapshot")
+    cluster = _cluster(args, now)
+    seen = observe.observe(cluster, args.namespace)
+    plans = observe.plan(cluster, seen, now, only=args.pool)
+    result = apply.execute(cluster, plans, {objects.name(p): p for p in seen.pools}, now)
+    if args.write_snapshot:
+        try:
+            snapshot.write(args.write_snapshot, cluster.items())
+        except OSError as err:
+            raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
+    return EXIT_BLOCKED if result.failed else EXIT_OK
+
+
+def cmd_diff(args, now: datetime) -> int:
+    from reconcile import diffview, observe
+    cluster = _cluster(args, now)
+    plans = observe.plan(cluster, observe.observe(cluster, args.namespace), now, only=args.pool)
+    text = diffview.render(plans)
+    sys.stdout.write(text)
+    return EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
+
+
+def cmd_render(args, now: datetime) -> int:
+    from reconcile import observe, render, yamlio
+    cluster = _cluster(args, now)
+    seen = observe.observe(cluster, args.namespace)
+    objs, problems = render.render(seen.settings, seen.pools,
+                                   lambda n: cluster.get("MachineConfig", "", n), only=args.pool)
+    sys.stdout.write(yamlio.dump_all(objs) if objs else "")
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    return EXIT_BLOCKED if problems else EXIT_OK
+
+
+def cmd_status(args, now: datetime) -> int:
+    from reconcile import statusview
+    cluster = _cluster(args, now)
+    pools = cluster.list("MachineConfigPool", None)
+    if args.pool:
+        pools = [p for p in pools if p["metadata"]["name"] in args.pool]
+    sys.stdout.write(statusview.table(pools, now))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from reconcile import logs
+    logs.setup(args.verbose + 1, args.log_format)
+    try:
+        return COMMANDS[args.command](args, _now())
+    except Fatal as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FATAL
+    except BrokenPipeError:
+        return EXIT_FATAL

@@ -1,0 +1,42 @@
+"""The one thin layer that talks to a cluster: an in-memory one loaded from a snapshot, or (later)
+the live API. Both return plain dicts and raise the errors below."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+
+class ClusterError(Exception):
+    """A request failed; `status` is the HTTP-like code (0 when there was none)."""
+    status = 0
+
+
+class NotFound(ClusterError):
+    status = 404
+
+
+class AlreadyExists(ClusterError):
+    status = 409
+
+
+class Conflict(ClusterError):
+    """The object changed since it was read (resourceVersion test failed)."""
+    status = 409
+
+
+class Invalid(ClusterError):
+    status = 422
+
+
+class Cluster(Protocol):
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def list(self, kind: str, namespace: str | None,
+             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]: ...
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def patch(self, kind: str, namespace: str, name: str,
+              ops: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None: ...

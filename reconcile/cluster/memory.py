@@ -1,0 +1,112 @@
+"""An in-memory cluster with the API server behaviour our writes rely on: uid, resourceVersion
+and creationTimestamp assigned on create, JSON patch with `test`, delete with a uid
+precondition, and garbage collection of dependents through ownerReferences."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
+
+import jsonpatch
+
+from reconcile import objects
+from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
+
+Key = tuple[str, str, str]   # kind, namespace, name
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    kind = obj.get("kind", "")
+    namespaced = objects.KINDS.get(kind, ("", True))[1]
+    return kind, objects.namespace(obj) if namespaced else "", objects.name(obj)
+
+
+class MemoryCluster:
+    def __init__(self, items: Iterable[Mapping[str, Any]] = (),
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+        self.clock = clock
+        self.store: dict[Key, dict[str, Any]] = {}
+        self.writes: list[tuple[str, str]] = []
+        for obj in items:
+            self.store[_key(obj)] = copy.deepcopy(dict(obj))
+        highest = max((int(rv) for o in self.store.values()
+                       if str(rv := objects.meta(o).get("resourceVersion", "")).isdigit()), default=0)
+        self._rv = itertools.count(highest + 1)
+
+    # reads ---------------------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        namespaced = objects.KINDS.get(kind, ("", True))[1]
+        obj = self.store.get((kind, namespace if namespaced else "", name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, kind: str, namespace: str | None,
+             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+        out = [copy.deepcopy(o) for (k, ns, _), o in sorted(self.store.items())
+               if k == kind and (namespace is None or ns == namespace or ns == "")
+               and objects.matches(selector or {}, objects.labels(o))]
+        return out
+
+    def items(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(o) for _, o in sorted(self.store.items())]
+
+    # writes --------------------------------------------------------------------------------
+    def _stamp(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._rv))
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        new = copy.deepcopy(dict(obj))
+        key = _key(new)
+        if key in self.store:
+            raise AlreadyExists(f"{key[0]} {key[1]}/{key[2]} already exists")
+        md = new.setdefault("metadata", {})
+        md["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{'/'.join(key)}/{len(self.writes)}"))
+        md["creationTimestamp"] = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._stamp(new)
+        self.store[key] = new
+        self.writes.append(("create", objects.ref(new)))
+        return copy.deepcopy(new)
+
+    def patch(self, kind: str, namespace: str, name: str,
+              ops: list[dict[str, Any]]) -> dict[str, Any]:
+        live = self.get(kind, namespace, name)
+        if live is None:
+            raise NotFound(f"{kind} {namespace}/{name} not found")
+        try:
+            new = jsonpatch.apply_patch(live, ops)
+        except jsonpatch.JsonPatchTestFailed as err:
+            raise Conflict(f"{kind} {namespace}/{name}: {err}") from None
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
+            raise Invalid(f"{kind} {namespace}/{name}: {err}") from None
+        for field in ("uid", "name", "namespace"):
+            if objects.meta(new).get(field) != objects.meta(live).get(field):
+                raise Invalid(f"{kind} {namespace}/{name}: metadata.{field} is immutable")
+        self._stamp(new)
+        self.store[_key(new)] = new
+        self.writes.append(("patch", objects.ref(new)))
+        return copy.deepcopy(new)
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+        live = self.get(kind, namespace, name)
+        if live is None:
+            raise NotFound(f"{kind} {namespace}/{name} not found")
+        if uid and objects.meta(live).get("uid") != uid:
+            raise Conflict(f"{kind} {namespace}/{name}: uid precondition failed")
+        del self.store[_key(live)]
+        self.writes.append(("delete", objects.ref(live)))
+        self._collect(objects.meta(live).get("uid"))
+
+    def _collect(self, owner_uid: str | None) -> None:
+        """Background cascade: dependents whose every owner is gone are deleted too."""
+        if not owner_uid:
+            return
+        uids = {objects.meta(o).get("uid") for o in self.store.values()}
+        for key, obj in list(self.store.items()):
+            owners = objects.meta(obj).get("ownerReferences") or []
+            if owners and any(o.get("uid") == owner_uid for o in owners) \
+                    and not any(o.get("uid") in uids for o in owners):
+                if key in self.store:
+                    del self.store[key]
+                    self._collect(objects.meta(obj).get("uid"))

@@ -1,0 +1,119 @@
+"""What a build of a pool's current rendered MachineConfig needs: its inputs, id and objects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from reconcile import annotations as A
+from reconcile import encoding, naming, templates
+from reconcile.builders.base import BuildContext
+from reconcile.settings import Settings
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class Blocked(Exception):
+    """A pool cannot be built as things are; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Every input a build depends on; hashed into the build id."""
+    pool: str
+    rendered_config: str
+    base_image: str
+    extensions_image: str
+    release_version: str
+    pullspec: str
+    builder_type: str
+    custom_dockerfile: str
+    pull_secret: str
+    push_secret: str
+    rebuild_token: str
+
+    @property
+    def build_id(self) -> str:
+        return naming.build_id(asdict(self))
+
+
+def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
+    """The rebuild request in force: the newest request, or the one already handled, so removing
+    a handled request does not start a build."""
+    return pool_annotations.get(A.REBUILD) or pool_annotations.get(A.REBUILD_HANDLED) or ""
+
+
+def inputs(settings: Settings, pool: Mapping[str, Any]) -> BuildInputs:
+    md = pool.get("metadata") or {}
+    name = md.get("name", "")
+    if len(name) > 63 or not _LABEL_VALUE.match(name):
+        raise Blocked(f"MachineConfigPool {name}: the name cannot be a label value "
+                      "(at most 63 characters of [A-Za-z0-9-_.])")
+    rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or ""
+    if not rendered:
+        raise Blocked(f"MachineConfigPool {name}: spec.configuration.name is empty; "
+                      "no rendered MachineConfig to build yet")
+    return BuildInputs(
+        pool=name, rendered_config=rendered, base_image=settings.base_image,
+        extensions_image=settings.extensions_image, release_version=settings.release_version,
+        pullspec=settings.pullspec, builder_type=settings.builder_type,
+        custom_dockerfile=settings.custom_dockerfiles.get(name, ""),
+        pull_secret=settings.pull_secret, push_secret=settings.push_secret,
+        rebuild_token=rebuild_token(md.get("annotations") or {}),
+    )
+
+
+@dataclass(frozen=True)
+class Names:
+    dockerfile: str
+    machineconfig: str
+    build: str
+
+
+def names(inp: BuildInputs) -> Names:
+    bid = inp.build_id
+    return Names(naming.object_name("dockerfile", inp.pool, bid),
+                 naming.object_name("mc", inp.pool, bid),
+                 naming.object_name("build", inp.pool, bid))
+
+
+def build_ref(builder: Any, namespace: str, inp: BuildInputs) -> str:
+    return f"{builder.kind}/{namespace}/{names(inp).build}"
+
+
+def dockerfile(inp: BuildInputs) -> str:
+    values = asdict(inp)
+    labels = [{"name": row["name"], "value": values[row["input"]]}
+              for row in templates.table("image-labels.yaml")]
+    try:
+        return templates.render_text(
+            "Dockerfile.j2", pool=inp.pool, rendered_config=inp.rendered_config,
+            base_image=inp.base_image, image_labels=labels,
+            custom_content=inp.custom_dockerfile.strip("\n"))
+    except templates.TemplateValueError as err:
+        raise Blocked(f"Dockerfile for pool {inp.pool}: {err}") from None
+
+
+def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
+            machineconfig: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The two ConfigMaps and the build object, in creation order. Raises Blocked."""
+    encoded = encoding.encode(machineconfig)
+    if len(encoded) > encoding.CONFIGMAP_LIMIT:
+        raw = len(encoding.json_bytes(machineconfig))
+        raise Blocked(f"MachineConfig {inp.rendered_config}: encoded size {len(encoded)} bytes "
+                      f"({raw} bytes of JSON) exceeds the ConfigMap limit of "
+                      f"{encoding.CONFIGMAP_LIMIT} bytes")
+    n = names(inp)
+    common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
+                  annotations={A.RENDERED: inp.rendered_config}, owner=naming.owner_reference(pool))
+    dockerfile_cm = templates.render_object(
+        "configmap.yaml.j2", name=n.dockerfile, data={"Dockerfile": dockerfile(inp)}, **common)
+    mc_cm = templates.render_object(
+        "configmap.yaml.j2", name=n.machineconfig, data={"machineconfig.json.gz": encoded}, **common)
+    ctx = BuildContext(
+        pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
+        tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
+        machineconfig_configmap=n.machineconfig, pull_secret=inp.pull_secret,
+        push_secret=inp.push_secret, buildah_image=settings.buildah_image, **common)
+    return [dockerfile_cm, mc_cm, builder.render(ctx)]

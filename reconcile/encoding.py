@@ -1,0 +1,40 @@
+"""The MachineConfig as the build receives it: compact JSON, gzip level 9 with mtime 0, base64.
+
+Only the fields that describe the config travel; server-populated metadata (resourceVersion,
+uid, managedFields, ...) is dropped so that a bookkeeping change on the MachineConfig never makes
+our ConfigMap look out of date.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from typing import Any, Mapping
+
+#: The API server rejects a ConfigMap whose data adds up to more than this many bytes.
+CONFIGMAP_LIMIT = 1_048_576
+_KEPT_METADATA = ("name", "labels", "annotations")
+
+
+def build_view(machineconfig: Mapping[str, Any]) -> dict[str, Any]:
+    md = machineconfig.get("metadata") or {}
+    return {
+        "apiVersion": machineconfig.get("apiVersion", "machineconfiguration.openshift.io/v1"),
+        "kind": machineconfig.get("kind", "MachineConfig"),
+        "metadata": {k: md[k] for k in _KEPT_METADATA if k in md},
+        "spec": machineconfig.get("spec") or {},
+    }
+
+
+def json_bytes(machineconfig: Mapping[str, Any]) -> bytes:
+    return json.dumps(build_view(machineconfig), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode(machineconfig: Mapping[str, Any]) -> str:
+    raw = json_bytes(machineconfig)
+    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
+
+
+def decode(text: str) -> Any:
+    return json.loads(gzip.decompress(base64.b64decode(text)))

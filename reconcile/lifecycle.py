@@ -1,0 +1,194 @@
+"""The pure core: (settings, pool, the pool's live objects) -> a PoolPlan that moves it one step.
+
+Each run looks at the cluster once. The pool's annotations say which build the recorded state is
+about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one:
+objects are created before the state that names them is written, and a success is recorded
+before the build's objects are deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+from reconcile import annotations as A
+from reconcile import builders, desired, imageref, objects, patches
+from reconcile.plan import Action, PoolPlan
+from reconcile.settings import Settings
+
+#: Passed as `machineconfig` when the rendered MachineConfig does not exist.
+MISSING: Mapping[str, Any] = {}
+
+
+def rfc3339(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None],
+              now: datetime) -> None:
+    current = objects.annotations(pool)
+    if wanted.get(A.STATE) and wanted[A.STATE] != current.get(A.STATE):
+        wanted[A.TRANSITION] = rfc3339(now)
+    change = A.changes(current, wanted)
+    if not change:
+        return
+    ops = patches.annotation_ops(pool, change)
+    plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+
+
+def _record(plan: PoolPlan, pool: Mapping[str, Any], now: datetime, state: str, message: str = "",
+            **extra: str | None) -> None:
+    plan.state_after, plan.message = state, message
+    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now)
+
+
+def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
+    for obj in sorted(objs, key=objects.sort_key):
+        plan.actions.append(Action("delete", dict(obj)))
+
+
+def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
+    plan = PoolPlan(objects.name(pool), objects.annotations(pool).get(A.STATE))
+    rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or None
+    _record(plan, pool, now, A.BLOCKED, message, **{A.RENDERED: rendered})
+    return plan
+
+
+def opt_out(pool: Mapping[str, Any], owned: list[Mapping[str, Any]]) -> PoolPlan:
+    """Label removed: our objects go, and so does every key of ours on the pool."""
+    ann = objects.annotations(pool)
+    plan = PoolPlan(objects.name(pool), ann.get(A.STATE))
+    _delete(plan, owned)
+    drop = {k: None for k in ann if A.owned(k)}
+    if drop:
+        ops = patches.annotation_ops(pool, drop)
+        plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+    return plan
+
+
+def _interrupted(ann: Mapping[str, str], ref: str) -> str:
+    old = ann.get(A.BUILD)
+    if ann.get(A.STATE) in (A.PENDING, A.BUILDING) and old and old != ref:
+        return f"interrupted {old}: build inputs changed"
+    return ""
+
+
+def _ensure(plan: PoolPlan, want: list[dict[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
+    """Create what is missing; patch (guarded by resourceVersion) ConfigMaps that drifted."""
+    for obj in want:
+        have = live.get((obj["kind"], objects.name(obj)))
+        if have is None:
+            plan.actions.append(Action("create", obj))
+        elif obj["kind"] == "ConfigMap":
+            ops = patches.content_ops(have, obj)
+            if ops:
+                plan.actions.append(Action("patch", dict(have), tuple(patches.guarded(have, ops)),
+                                           patches.apply(have, ops)))
+
+
+def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
+              now: datetime, machineconfig: Mapping[str, Any] | None = None) -> PoolPlan:
+    """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
+
+    Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
+    was not given; call again with it (or MISSING)."""
+    if isinstance(settings, str):
+        return blocked(pool, settings, now)
+    builder = builders.for_type(settings.builder_type)
+    if builder is None:
+        return blocked(pool, f"imageBuilderType {settings.builder_type!r} is not supported yet; "
+                             "use custom-pod-builder", now)
+    try:
+        inp = desired.inputs(settings, pool)
+    except desired.Blocked as err:
+        return blocked(pool, str(err), now)
+
+    ann = objects.annotations(pool)
+    plan = PoolPlan(inp.pool, ann.get(A.STATE))
+    names = desired.names(inp)
+    ref = desired.build_ref(builder, settings.namespace, inp)
+    bid = inp.build_id
+    current = [o for o in owned if objects.labels(o).get("ocl-reconciler.io/build-id") == bid]
+    stale = [o for o in owned if o not in current]
+    build_obj = next((o for o in current if o.get("kind") == builder.kind
+                      and objects.name(o) == names.build), None)
+    state, at_ref = ann.get(A.STATE), ann.get(A.BUILD) == ref
+    base = {A.RENDERED: inp.rendered_config, A.BUILD: ref}
+
+    if at_ref and state == A.SUCCEEDED and ann.get(A.IMAGE):
+        _delete(plan, current + stale)          # leftovers of a run killed after recording
+        plan.state_after = state
+        return plan
+    if at_ref and state in (A.FAILED, A.INTERRUPTED):
+        _delete(plan, stale)                    # the failed build's objects stay for debugging
+        plan.state_after, plan.message = state, ann.get(A.MESSAGE, "")
+        return plan
+    if build_obj is not None:
+        status = builder.read_status(build_obj)
+        if status.state == A.SUCCEEDED:
+            image = f"{settings.repo}@{status.digest}"
+            imageref.parse(image)
+            _record(plan, pool, now, A.SUCCEEDED, "", **base,
+                    **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config})
+            _delete(plan, current + stale)
+        else:
+            message = status.message or _interrupted(ann, ref)
+            _delete(plan, stale)
+            _record(plan, pool, now, status.state, message, **base)
+        return plan
+    if at_ref and state in (A.PENDING, A.BUILDING):
+        _delete(plan, stale)
+        _record(plan, pool, now, A.INTERRUPTED,
+                f"{ref} was deleted before it finished; set annotation {A.REBUILD} to a new "
+                "value to build again", **base)
+        return plan
+
+    # A new build of the current inputs is due.
+    if machineconfig is None:
+        plan.needs_machineconfig = inp.rendered_config
+        return plan
+    if machineconfig is MISSING:
+        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
+    try:
+        want = desired.objects(settings, pool, inp, builder, machineconfig)
+    except desired.Blocked as err:
+        return blocked(pool, str(err), now)
+    _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
+    _delete(plan, stale)
+    handled = {A.REBUILD_HANDLED: ann[A.REBUILD]} if ann.get(A.REBUILD) else {}
+    _record(plan, pool, now, A.PENDING, _interrupted(ann, ref), **base, **handled)
+    return plan
+
+
+def opted_in(pool: Mapping[str, Any]) -> bool:
+    return A.LAYERING_LABEL in objects.labels(pool)
+
+
+def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
+                 owned: list[Mapping[str, Any]], now: datetime,
+                 machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+                 only: Iterable[str] = ()) -> list[PoolPlan]:
+    """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
+
+    `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
+    asked for one in an earlier call."""
+    by_pool = objects.by_label(owned, "ocl-reconciler.io/pool")
+    selected = set(only)
+    plans = []
+    for pool in sorted(pools, key=objects.name):
+        name = objects.name(pool)
+        if selected and name not in selected:
+            continue
+        mine = by_pool.pop(name, [])
+        if opted_in(pool):
+            rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
+            mc = (machineconfigs or {}).get(rendered) if rendered else None
+            plans.append(plan_pool(settings, pool, mine, now, mc))
+        elif mine or any(A.owned(k) for k in objects.annotations(pool)):
+            plans.append(opt_out(pool, mine))
+    for name, orphans in sorted(by_pool.items()):
+        if not selected or name in selected:
+            plan = PoolPlan(name)       # the pool is gone: what it owned goes too
+            _delete(plan, orphans)
+            plans.append(plan)
+    return plans

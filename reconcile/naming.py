@@ -1,0 +1,46 @@
+"""Deterministic names, labels and owner references for everything we create.
+
+The build id is a short hash of every build input, so the same inputs always give the same names
+(a killed run is resumed, not repeated) and any input change gives new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "ocl-reconciler"
+POOL_LABEL = "ocl-reconciler.io/pool"
+BUILD_ID_LABEL = "ocl-reconciler.io/build-id"
+#: One LIST per kind with this selector finds everything we made.
+SELECTOR = {MANAGED_BY: MANAGER}
+_MAX_NAME = 253
+
+
+def build_id(inputs: Mapping[str, Any]) -> str:
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def object_name(role: str, pool: str, bid: str) -> str:
+    """`ocl-<role>-<pool>-<build id>`, the pool part shortened so the name stays valid."""
+    room = _MAX_NAME - len(f"ocl-{role}--{bid}")
+    return f"ocl-{role}-{pool[:room].rstrip('-.')}-{bid}"
+
+
+def labels(pool: str, bid: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, POOL_LABEL: pool, BUILD_ID_LABEL: bid}
+
+
+def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
+    md = pool.get("metadata") or {}
+    return {
+        "apiVersion": pool.get("apiVersion", "machineconfiguration.openshift.io/v1"),
+        "kind": "MachineConfigPool",
+        "name": md.get("name", ""),
+        "uid": md.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": False,
+    }

@@ -1,0 +1,90 @@
+"""Small accessors for Kubernetes objects held as plain dicts (the form both clusters return)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+Obj = dict[str, Any]
+
+#: kind -> (apiVersion, namespaced). The kinds this project reads or writes.
+KINDS: dict[str, tuple[str, bool]] = {
+    "ConfigMap": ("v1", True),
+    "Secret": ("v1", True),
+    "Pod": ("v1", True),
+    "Event": ("v1", True),
+    "Lease": ("coordination.k8s.io/v1", True),
+    "Build": ("build.openshift.io/v1", True),
+    "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False),
+    "MachineConfig": ("machineconfiguration.openshift.io/v1", False),
+}
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def name(obj: Mapping[str, Any]) -> str:
+    return meta(obj).get("name", "")
+
+
+def namespace(obj: Mapping[str, Any]) -> str:
+    return meta(obj).get("namespace", "") or ""
+
+
+def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return meta(obj).get("labels") or {}
+
+
+def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def ref(obj: Mapping[str, Any]) -> str:
+    """`Kind/namespace/name` (or `Kind/name` when cluster-scoped): how messages name an object."""
+    ns = namespace(obj)
+    return f"{obj.get('kind')}/{ns}/{name(obj)}" if ns else f"{obj.get('kind')}/{name(obj)}"
+
+
+def group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def sort_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """Objects sort by group, kind, namespace, name (kubectl and Argo CD order their output so)."""
+    return (group(obj.get("apiVersion", "")), obj.get("kind", ""), namespace(obj), name(obj))
+
+
+def matches(selector: Mapping[str, str | None], obj_labels: Mapping[str, str]) -> bool:
+    """Equality-based label selector; a value of None means "the key exists"."""
+    for key, value in selector.items():
+        if key not in obj_labels:
+            return False
+        if value is not None and obj_labels[key] != value:
+            return False
+    return True
+
+
+def selector_string(selector: Mapping[str, str | None]) -> str:
+    return ",".join(k if v is None else f"{k}={v}" for k, v in selector.items())
+
+
+def parse_selector(text: str) -> dict[str, str | None]:
+    """Inverse of selector_string, for `=`/`==` and existence terms."""
+    out: dict[str, str | None] = {}
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        if "==" in term:
+            k, _, v = term.partition("==")
+        elif "=" in term:
+            k, _, v = term.partition("=")
+        else:
+            out[term] = None
+            continue
+        out[k.strip()] = v.strip()
+    return out
+
+
+def by_label(objs: Iterable[Obj], key: str) -> dict[str, list[Obj]]:
+    out: dict[str, list[Obj]] = {}
+    for obj in objs:
+        out.setdefault(labels(obj).get(key, ""), []).append(obj)
+    return out

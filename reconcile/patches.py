@@ -1,0 +1,61 @@
+"""JSON patches that are safe under concurrency: they lead with a `test` of resourceVersion, or
+touch only keys we own (pool annotations)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+import jsonpatch
+
+
+def pointer(*parts: str) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def annotation_ops(live: Mapping[str, Any], change: Mapping[str, str | None]) -> list[dict[str, Any]]:
+    """Set or remove only the named annotation keys; other owners' keys are never in the patch."""
+    current = (live.get("metadata") or {}).get("annotations")
+    if current is None:
+        added = {k: v for k, v in change.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/annotations", "value": added}] if added else []
+    ops = []
+    for key, value in sorted(change.items()):
+        path = pointer("metadata", "annotations", key)
+        ops.append({"op": "remove", "path": path} if value is None
+                   else {"op": "add", "path": path, "value": value})
+    return ops
+
+
+def guarded(live: Mapping[str, Any], ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rv = (live.get("metadata") or {}).get("resourceVersion")
+    return ([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []) + ops
+
+
+def project(live: Any, desired: Any) -> Any:
+    """`live` cut down to the keys `desired` sets: only what we set is compared."""
+    if isinstance(live, dict) and isinstance(desired, dict):
+        return {k: project(live[k], v) for k, v in desired.items() if k in live}
+    return live
+
+
+def content_ops(live: Mapping[str, Any], desired: Mapping[str, Any],
+                paths: tuple[str, ...] = ("data", "metadata")) -> list[dict[str, Any]]:
+    """Ops turning the projection of `live` into `desired` for the top-level fields we own."""
+    ops: list[dict[str, Any]] = []
+    for top in paths:
+        if top not in desired:
+            continue
+        before = project(live.get(top), desired[top]) if top in live else None
+        if before == desired[top]:
+            continue
+        if before is None:
+            ops.append({"op": "add", "path": pointer(top), "value": desired[top]})
+            continue
+        for op in jsonpatch.make_patch({top: before}, {top: desired[top]}).patch:
+            ops.append(op)
+    return ops
+
+
+def apply(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    return jsonpatch.apply_patch(copy.deepcopy(dict(obj)), [o for o in ops if o["op"] != "test"])

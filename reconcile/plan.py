@@ -1,0 +1,40 @@
+"""The plan: an ordered list of writes per pool, plus the state change it records. Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconcile import objects
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write. `obj` is the body to create, or the live object to patch or delete;
+    `after` is the object as the patch leaves it (what a diff shows)."""
+    verb: str                      # "create" | "patch" | "delete"
+    obj: dict[str, Any]
+    patch: tuple[dict[str, Any], ...] = ()
+    after: dict[str, Any] | None = None
+
+    @property
+    def ref(self) -> str:
+        return objects.ref(self.obj)
+
+
+@dataclass
+class PoolPlan:
+    pool: str
+    state_before: str | None = None
+    state_after: str | None = None
+    message: str = ""
+    actions: list[Action] = field(default_factory=list)
+    #: Set when a new build is due and the rendered MachineConfig must be read first.
+    needs_machineconfig: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.state_after == "Blocked"
+
+    def count(self, verb: str) -> int:
+        return sum(1 for a in self.actions if a.verb == verb)

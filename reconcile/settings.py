@@ -1,0 +1,124 @@
+"""The cluster-wide build settings, read from the ConfigMaps the MCO defined, and validated.
+
+Reading is pure: the shell hands over the ConfigMaps and Secrets it fetched; a problem becomes a
+one-line reason that blocks every opted-in pool (it is not fatal: other work and the snapshot go on).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from reconcile import imageref
+
+DEFAULT_NAMESPACE = "openshift-machine-config-operator"
+BUILD_CONFIG = "on-cluster-build-config"
+OSIMAGEURL = "machine-config-osimageurl"
+CUSTOM_DOCKERFILE = "on-cluster-build-custom-dockerfile"
+SETTINGS_CONFIGMAPS = (BUILD_CONFIG, OSIMAGEURL, CUSTOM_DOCKERFILE)
+
+CUSTOM_POD_BUILDER = "custom-pod-builder"
+OPENSHIFT_IMAGE_BUILDER = "openshift-image-builder"
+BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
+DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
+DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
+_PRINTABLE_LINE = re.compile(r"^[^\x00-\x1f\x7f]*$")
+
+
+class SettingsError(ValueError):
+    """One line naming the ConfigMap or Secret and the key that is wrong."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str
+    pull_secret: str
+    push_secret: str
+    pullspec: str
+    repo: str
+    builder_type: str
+    base_image: str
+    extensions_image: str
+    release_version: str
+    buildah_image: str
+    custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
+
+
+def _data(cm: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return (cm or {}).get("data") or {}
+
+
+def _required(cm_name: str, data: Mapping[str, str], key: str) -> str:
+    value = data.get(key)
+    if value is None:
+        raise SettingsError(f"ConfigMap {cm_name}: required key {key!r} is missing")
+    if not str(value).strip():
+        raise SettingsError(f"ConfigMap {cm_name}: required key {key!r} is empty")
+    return str(value).strip()
+
+
+def _image(cm_name: str, key: str, value: str) -> str:
+    try:
+        imageref.parse(value)
+    except imageref.InvalidReference as err:
+        raise SettingsError(f"ConfigMap {cm_name}: key {key!r}: {err}") from None
+    return value
+
+
+def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> Settings:
+    """Settings from the three ConfigMaps (by name; None = absent). Raises SettingsError."""
+    for required in (BUILD_CONFIG, OSIMAGEURL):
+        if configmaps.get(required) is None:
+            raise SettingsError(f"ConfigMap {namespace}/{required} not found")
+    build = _data(configmaps[BUILD_CONFIG])
+    pull = _required(BUILD_CONFIG, build, "baseImagePullSecretName")
+    push = _required(BUILD_CONFIG, build, "finalImagePushSecretName")
+    pullspec = _image(BUILD_CONFIG, "finalImagePullspec",
+                      _required(BUILD_CONFIG, build, "finalImagePullspec"))
+    builder = (build.get("imageBuilderType") or "").strip() or CUSTOM_POD_BUILDER
+    if builder not in BUILDER_TYPES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'imageBuilderType': unknown builder "
+                            f"{builder!r} (want one of {', '.join(BUILDER_TYPES)})")
+    buildah = _image(BUILD_CONFIG, "buildahImage",
+                     (build.get("buildahImage") or "").strip() or DEFAULT_BUILDAH_IMAGE)
+    osurl = _data(configmaps[OSIMAGEURL])
+    base = _image(OSIMAGEURL, "baseOSContainerImage",
+                  _required(OSIMAGEURL, osurl, "baseOSContainerImage"))
+    ext = (osurl.get("baseOSExtensionsContainerImage") or "").strip()
+    if ext:
+        _image(OSIMAGEURL, "baseOSExtensionsContainerImage", ext)
+    release = (osurl.get("releaseVersion") or "").strip()
+    if not _PRINTABLE_LINE.match(release):
+        raise SettingsError(f"ConfigMap {OSIMAGEURL}: key 'releaseVersion' holds control characters")
+    return Settings(
+        namespace=namespace, pull_secret=pull, push_secret=push, pullspec=pullspec,
+        repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
+        extensions_image=ext, release_version=release, buildah_image=buildah,
+        custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))),
+    )
+
+
+def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
+                 namespace: str) -> None:
+    """The build mounts `.dockerconfigjson` of each secret; say clearly when that cannot work.
+
+    Values are looked at (decoded JSON must be an object) but never put in a message."""
+    if secret is None:
+        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
+                            f"{settings_key!r}) not found")
+    data = secret.get("data") or {}
+    if ".dockerconfigjson" not in data:
+        kind = secret.get("type", "Opaque")
+        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
+                            f"{settings_key!r}) is of type {kind} without key .dockerconfigjson; "
+                            f"want type {DOCKERCONFIGJSON}")
+    try:
+        parsed = json.loads(base64.b64decode(data[".dockerconfigjson"], validate=True) or b"null")
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise SettingsError(f"Secret {namespace}/{secret_name}: key .dockerconfigjson is empty "
+                            f"or not a JSON object")
