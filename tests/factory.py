@@ -1,0 +1,101 @@
+"""Builders of the cluster objects the tests feed the reconciler (small, explicit, no magic)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from reconcile import annotations as A
+
+NS = "openshift-machine-config-operator"
+MCO = "machineconfiguration.openshift.io"
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
+REPO = "registry.example.com:5000/ocl/os-image"
+BASE = "quay.io/ocp/base@sha256:" + "a" * 64
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+
+def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-cm-{name}",
+                         "resourceVersion": "10"}, "data": dict(data)}
+
+
+def build_config(**overrides: str | None) -> dict[str, Any]:
+    data = {"baseImagePullSecretName": "pull-secret", "finalImagePushSecretName": "push-secret",
+            "finalImagePullspec": f"{REPO}:latest", "imageBuilderType": "custom-pod-builder"}
+    data.update(overrides)
+    return configmap("on-cluster-build-config", {k: v for k, v in data.items() if v is not None})
+
+
+def osimageurl(**overrides: str | None) -> dict[str, Any]:
+    data = {"baseOSContainerImage": BASE, "baseOSExtensionsContainerImage": "",
+            "releaseVersion": "4.16.0"}
+    data.update(overrides)
+    return configmap("machine-config-osimageurl", {k: v for k, v in data.items() if v is not None})
+
+
+def secret(name: str, payload: Any = None, type_: str = "kubernetes.io/dockerconfigjson",
+           key: str = ".dockerconfigjson") -> dict[str, Any]:
+    if payload is None:
+        payload = {"auths": {"registry.example.com:5000": {"auth": "dXNlcjpzM2NyM3QtdmFsdWU="}}}
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return {"apiVersion": "v1", "kind": "Secret", "type": type_,
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-secret-{name}",
+                         "resourceVersion": "11"},
+            "data": {key: base64.b64encode(raw).decode()}}
+
+
+def pool(name: str = "worker", rendered: str | None = None, opted_in: bool = True,
+         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = {f"{MCO}/mco-built-in": ""}
+    if opted_in:
+        labels[A.LAYERING_LABEL] = ""
+    return {"apiVersion": f"{MCO}/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": name, "uid": f"uid-pool-{name}", "resourceVersion": "20",
+                         "labels": labels,
+                         "annotations": {"example.com/keep": "theirs", **(annotations or {})}},
+            "spec": {"configuration": {"name": rendered or f"rendered-{name}-1"}},
+            "status": {"machineCount": 3}}
+
+
+def machineconfig(name: str, files: int = 3) -> dict[str, Any]:
+    return {"apiVersion": f"{MCO}/v1", "kind": "MachineConfig",
+            "metadata": {"name": name, "uid": f"uid-mc-{name}", "resourceVersion": "30"},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
+                {"path": f"/etc/example-{i}.conf", "mode": 420,
+                 "contents": {"source": f"data:,file%20{i}"}} for i in range(files)]}},
+                     "kernelType": "default", "extensions": []}}
+
+
+def cluster(*pools: dict[str, Any], extra: list[dict[str, Any]] | None = None,
+            settings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """A complete, valid cluster: settings, secrets, the pools and their rendered configs."""
+    pools = pools or (pool(),)
+    items = settings if settings is not None else [
+        build_config(), osimageurl(), secret("pull-secret"), secret("push-secret")]
+    items = [copy.deepcopy(o) for o in items] + [copy.deepcopy(p) for p in pools]
+    items += [machineconfig(p["spec"]["configuration"]["name"]) for p in pools]
+    return items + (extra or [])
+
+
+def find(items: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [o for o in items if o.get("kind") == kind
+            and (name is None or o["metadata"]["name"] == name)]
+
+
+def the_pool(items: list[dict[str, Any]], name: str = "worker") -> dict[str, Any]:
+    (found,) = find(items, "MachineConfigPool", name)
+    return found
+
+
+def owned(items: list[dict[str, Any]], pool_name: str | None = None) -> list[dict[str, Any]]:
+    return [o for o in items
+            if (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "ocl-reconciler"
+            and (pool_name is None
+                 or o["metadata"]["labels"].get("ocl-reconciler.io/pool") == pool_name)]

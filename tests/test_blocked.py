@@ -1,0 +1,122 @@
+"""Every Blocked reason: a one-line message naming the object and key; other pools go on."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from reconcile import annotations as A
+from reconcile import encoding
+from tests import factory as F
+
+GOOD = [F.build_config(), F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")]
+
+
+def with_settings(*replace):
+    names = {(o["kind"], o["metadata"]["name"]) for o in replace if o.get("kind")}
+    return [o for o in GOOD if (o["kind"], o["metadata"]["name"]) not in names] + [
+        o for o in replace if o.get("kind")]
+
+
+def without(kind, name):
+    return [o for o in GOOD if (o["kind"], o["metadata"]["name"]) != (kind, name)]
+
+
+CASES = {
+    "no build config": (without("ConfigMap", "on-cluster-build-config"),
+                        "ConfigMap openshift-machine-config-operator/on-cluster-build-config not found"),
+    "no osimageurl": (without("ConfigMap", "machine-config-osimageurl"),
+                      "ConfigMap openshift-machine-config-operator/machine-config-osimageurl not found"),
+    "pull secret key missing": (with_settings(F.build_config(baseImagePullSecretName=None)),
+                                "ConfigMap on-cluster-build-config: required key 'baseImagePullSecretName' is missing"),
+    "push secret key empty": (with_settings(F.build_config(finalImagePushSecretName=" ")),
+                              "ConfigMap on-cluster-build-config: required key 'finalImagePushSecretName' is empty"),
+    "pullspec missing": (with_settings(F.build_config(finalImagePullspec=None)),
+                         "ConfigMap on-cluster-build-config: required key 'finalImagePullspec' is missing"),
+    "pullspec invalid": (with_settings(F.build_config(finalImagePullspec="Registry/UPPER:tag")),
+                         "ConfigMap on-cluster-build-config: key 'finalImagePullspec': 'Registry/UPPER:tag' is not a valid image reference"),
+    "base image missing": (with_settings(F.osimageurl(baseOSContainerImage=None)),
+                           "ConfigMap machine-config-osimageurl: required key 'baseOSContainerImage' is missing"),
+    "base image invalid": (with_settings(F.osimageurl(baseOSContainerImage="quay.io/x y")),
+                           "ConfigMap machine-config-osimageurl: key 'baseOSContainerImage': image reference 'quay.io/x y' contains whitespace"),
+    "unknown builder": (with_settings(F.build_config(imageBuilderType="kaniko")),
+                        "ConfigMap on-cluster-build-config: key 'imageBuilderType': unknown builder 'kaniko' (want one of custom-pod-builder, openshift-image-builder)"),
+    "openshift builder not yet": (with_settings(F.build_config(imageBuilderType="openshift-image-builder")),
+                                  "imageBuilderType 'openshift-image-builder' is not supported yet; use custom-pod-builder"),
+    "pull secret absent": (without("Secret", "pull-secret"),
+                           "Secret openshift-machine-config-operator/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
+    "push secret wrong type": (with_settings(F.secret("push-secret", type_="Opaque", key="password")),
+                               "Secret openshift-machine-config-operator/push-secret (from on-cluster-build-config key 'finalImagePushSecretName') is of type Opaque without key .dockerconfigjson; want type kubernetes.io/dockerconfigjson"),
+    "push secret not JSON": (with_settings(F.secret("push-secret", payload=b"s3cr3t-not-json")),
+                             "Secret openshift-machine-config-operator/push-secret: key .dockerconfigjson is empty or not a JSON object"),
+    "release with control chars": (with_settings(F.osimageurl(releaseVersion="4.16\n0")),
+                                   "ConfigMap machine-config-osimageurl: key 'releaseVersion' holds control characters"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_settings_problem_blocks_every_opted_in_pool(run_cli, case):
+    settings, message = CASES[case]
+    items = F.cluster(F.pool("worker"), F.pool("infra"), settings=settings)
+    code, after, err = run_cli.run(items)
+    assert code == 2
+    assert after, "--write-snapshot is still written"
+    for name in ("worker", "infra"):
+        a = F.the_pool(after, name)["metadata"]["annotations"]
+        assert a[A.STATE] == A.BLOCKED
+        assert a[A.MESSAGE] == message
+        assert a[A.RENDERED] == f"rendered-{name}-1"
+        assert a["example.com/keep"] == "theirs"
+    assert F.owned(after) == []
+    assert "s3cr3t" not in err and "s3cr3t" not in str(after[-1])
+    # stable: the next run writes nothing and still exits 2
+    code, again, _ = run_cli.run(after)
+    assert (code, again) == (2, after)
+
+
+def test_blocked_pool_does_not_stop_others(run_cli):
+    bad = F.pool("infra", rendered="rendered-infra-missing")
+    items = [o for o in F.cluster(F.pool("worker"), bad)
+             if o["metadata"]["name"] != "rendered-infra-missing"]
+    code, after, _ = run_cli.run(items)
+    assert code == 2
+    infra = F.the_pool(after, "infra")["metadata"]["annotations"]
+    assert (infra[A.STATE], infra[A.MESSAGE]) == (A.BLOCKED, "MachineConfig rendered-infra-missing not found")
+    assert F.the_pool(after, "worker")["metadata"]["annotations"][A.STATE] == A.PENDING
+
+
+def test_pool_without_rendered_config_is_blocked(run_cli):
+    pool = F.pool("worker")
+    pool["spec"]["configuration"] = {}
+    code, after, _ = run_cli.run(F.cluster(F.pool("infra")) + [pool])
+    assert code == 2
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert a[A.MESSAGE] == "MachineConfigPool worker: spec.configuration.name is empty; no rendered MachineConfig to build yet"
+    assert A.RENDERED not in a
+
+
+def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(run_cli):
+    items = F.cluster()
+    mc = F.find(items, "MachineConfig")[0]
+    import os
+    import base64
+    blob = base64.b64encode(os.urandom(900_000)).decode()      # incompressible
+    mc["spec"]["config"]["storage"]["files"][0]["contents"]["source"] = "data:;base64," + blob
+    encoded = len(encoding.encode(mc))
+    code, after, _ = run_cli.run(items)
+    assert code == 2
+    message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+    assert message.startswith(f"MachineConfig rendered-worker-1: encoded size {encoded} bytes (")
+    assert message.endswith("exceeds the ConfigMap limit of 1048576 bytes")
+    assert F.owned(after) == []
+
+
+def test_recovery_from_blocked_starts_the_build(run_cli):
+    items = F.cluster(settings=without("Secret", "push-secret"))
+    blocked = run_cli.run(items)[1]
+    fixed = copy.deepcopy(blocked) + [F.secret("push-secret")]
+    code, after, _ = run_cli.run(fixed)
+    assert code == 0
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert (a[A.STATE], a[A.MESSAGE]) == (A.PENDING, "")
