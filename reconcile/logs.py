@@ -16,8 +16,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (it may be replaced after setup)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def setup(verbosity: int, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json"
                          else logging.Formatter("%(levelname)s %(message)s"))
     root = logging.getLogger("reconcile")

@@ -1,0 +1,148 @@
+"""The pure planner, without any cluster: which writes each situation yields, and their shape."""
+
+from __future__ import annotations
+
+import copy
+
+import kubelet
+import pytest
+
+from reconcile import annotations as A
+from reconcile import apply, lifecycle, objects, observe, settings
+from reconcile.cluster.memory import MemoryCluster
+from tests import factory as F
+
+OURS = ("/metadata/annotations/ocl-reconciler.io~1",
+        "/metadata/annotations/machineconfiguration.openshift.io~1newestImageEquivalentConfig")
+
+
+def good_settings() -> settings.Settings:
+    return settings.read(F.NS, {"on-cluster-build-config": F.build_config(),
+                                "machine-config-osimageurl": F.osimageurl()})
+
+
+def plan(pool, owned=(), mc=None, s=None):
+    return lifecycle.plan_pool(s or good_settings(), pool, list(owned), F.NOW, mc)
+
+
+def start(pool):
+    p = plan(pool)
+    assert p.needs_machineconfig == pool["spec"]["configuration"]["name"] and not p.actions
+    return plan(pool, mc=F.machineconfig(p.needs_machineconfig))
+
+
+def converge(items, rounds=1):
+    cluster = MemoryCluster(items, clock=lambda: F.NOW)
+    for _ in range(rounds):
+        seen = observe.observe(cluster, F.NS)
+        apply.execute(cluster, observe.plan(cluster, seen, F.NOW),
+                      {objects.name(p): p for p in seen.pools}, F.NOW)
+    return cluster
+
+
+def test_new_build_plan_order_creates_before_recording():
+    p = start(F.pool())
+    assert [(a.verb, a.obj["kind"]) for a in p.actions] == [
+        ("create", "ConfigMap"), ("create", "ConfigMap"), ("create", "Pod"),
+        ("patch", "MachineConfigPool")]
+    assert (p.state_before, p.state_after) == (None, A.PENDING)
+
+
+def test_pool_patches_touch_only_our_keys():
+    pool = F.pool(annotations={A.REBUILD: "x", "other.io/key": "v"})
+    for action in start(pool).actions:
+        if action.verb == "patch":
+            assert action.patch and all(op["path"].startswith(OURS) for op in action.patch)
+            assert objects.annotations(action.after)["other.io/key"] == "v"
+
+
+def test_pool_without_annotations_gets_one_add():
+    pool = F.pool()
+    del pool["metadata"]["annotations"]
+    (patch,) = [a for a in start(pool).actions if a.verb == "patch"]
+    assert [op["op"] for op in patch.patch] == ["add"]
+    assert patch.patch[0]["path"] == "/metadata/annotations"
+
+
+def test_drifted_configmap_is_patched_with_resource_version_test():
+    cluster = converge(F.cluster())
+    cm = next(o for o in cluster.list("ConfigMap", F.NS) if "Dockerfile" in o.get("data", {}))
+    pod = next(iter(cluster.list("Pod", F.NS)))
+    cluster.delete("Pod", F.NS, pod["metadata"]["name"])
+    cluster.patch("ConfigMap", F.NS, cm["metadata"]["name"],
+                  [{"op": "replace", "path": "/data/Dockerfile", "value": "FROM evil"}])
+    pool = cluster.get("MachineConfigPool", "", "worker")
+    # the run that created it was killed before recording: pretend the pool was never annotated
+    pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
+    owned = cluster.list("ConfigMap", F.NS)
+    p = plan(pool, owned, mc=F.machineconfig("rendered-worker-1"))
+    (cm_patch,) = [a for a in p.actions if a.verb == "patch" and a.obj["kind"] == "ConfigMap"]
+    assert cm_patch.patch[0] == {"op": "test", "path": "/metadata/resourceVersion",
+                                 "value": cm_patch.obj["metadata"]["resourceVersion"]}
+    assert cm_patch.after["data"]["Dockerfile"] != "FROM evil"
+    assert [a.verb for a in p.actions].count("create") == 1          # only the Pod
+
+
+def test_converged_cluster_plans_nothing():
+    cluster = converge(F.cluster(F.pool("worker"), F.pool("infra")))
+    cluster.writes.clear()
+    seen = observe.observe(cluster, F.NS)
+    plans = observe.plan(cluster, seen, F.NOW)
+    assert all(not p.actions for p in plans)
+    assert [p.state_after for p in plans] == [A.PENDING, A.PENDING]
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Running", "Succeeded", "Failed"])
+def test_steady_state_after_each_phase_writes_nothing(phase):
+    cluster = converge(F.cluster())
+    for pod in cluster.list("Pod", F.NS):
+        cluster.store[("Pod", F.NS, pod["metadata"]["name"])] = kubelet.set_phase(pod, phase)
+    converge_more = converge(cluster.items(), rounds=1)
+    converge_more.writes.clear()
+    seen = observe.observe(converge_more, F.NS)
+    apply.execute(converge_more, observe.plan(converge_more, seen, F.NOW),
+                  {objects.name(p): p for p in seen.pools}, F.NOW)
+    assert converge_more.writes == []
+
+
+def test_builds_are_named_by_inputs():
+    pool = F.pool()
+    a = start(pool).actions[2].obj["metadata"]["name"]
+    assert start(copy.deepcopy(pool)).actions[2].obj["metadata"]["name"] == a
+    other = F.pool(rendered="rendered-worker-2")
+    assert start(other).actions[2].obj["metadata"]["name"] != a
+    rebuilt = F.pool(annotations={A.REBUILD: "t"})
+    assert start(rebuilt).actions[2].obj["metadata"]["name"] != a
+
+
+@pytest.mark.parametrize("field, value", [
+    ("base_image", "quay.io/x/y:1"), ("extensions_image", "quay.io/x/ext:1"),
+    ("release_version", "9.9"), ("pullspec", "quay.io/x/out:1"), ("pull_secret", "p2"),
+    ("push_secret", "q2"), ("custom_dockerfiles", {"worker": "RUN true"}),
+])
+def test_every_settings_input_changes_the_build_id(field, value):
+    import dataclasses
+    base = good_settings()
+    pool = F.pool()
+    from reconcile import desired
+    before = desired.inputs(base, pool).build_id
+    after = desired.inputs(dataclasses.replace(base, **{field: value}), pool).build_id
+    assert before != after
+
+
+def test_long_or_invalid_pool_name_is_blocked():
+    p = plan(F.pool("x" * 64))
+    assert p.state_after == A.BLOCKED and "cannot be a label value" in p.message
+
+
+def test_long_pool_name_still_gives_valid_object_names():
+    from reconcile import naming
+    name = naming.object_name("dockerfile", "p" * 63, "0123456789ab")
+    assert len(name) <= 253 and name.endswith("-0123456789ab")
+    long = naming.object_name("dockerfile", "p" * 300, "0123456789ab")
+    assert len(long) == 253
+
+
+def test_message_is_one_line_and_bounded():
+    assert A.one_line("a\nb\r\n  c") == "a b c"
+    assert len(A.one_line("x" * 5000)) == 512
