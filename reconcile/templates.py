@@ -3,13 +3,18 @@
 Templates are data. Every value that enters a template passes an escaping filter:
 `yaml` for manifests (a double-quoted YAML scalar, or flow mapping/list, that parses back to the
 same value) and `dockerfile` for Dockerfile strings. StrictUndefined turns a typo into an error.
+Large opaque payloads (the encoded MachineConfig) are wrapped in `Opaque`: the template sees a
+short placeholder and the value is put into the parsed object afterwards, so it is never parsed
+as YAML at all (which is both the safest escaping and 3 ms saved per pool).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +42,43 @@ def _yaml_escape_nonascii(text: str) -> str:
     return "".join(out)
 
 
+class Opaque:
+    """A string value inserted after parsing instead of being rendered into the template text."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+
+_opaque: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("opaque", default=None)
+
+
+def _placeholder(value: Any) -> str:
+    registry = _opaque.get()
+    if not isinstance(value, Opaque) or registry is None:
+        raise TypeError(f"cannot put {type(value).__name__} into a manifest")
+    token = f"@@opaque-{secrets.token_hex(12)}@@"   # unguessable: user text cannot collide
+    registry[token] = value.value
+    return token
+
+
+def _substitute(obj: Any, registry: dict[str, str]) -> Any:
+    if isinstance(obj, dict):
+        return {k: _substitute(v, registry) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_substitute(v, registry) for v in obj]
+    if isinstance(obj, str) and obj in registry:
+        return registry[obj]
+    return obj
+
+
 def to_yaml(value: Any) -> str:
     """A YAML flow value (JSON syntax) that parses back to `value`, whatever characters it holds.
 
     Non-ASCII characters are written as YAML escapes: raw U+0085 or U+2028 would be line breaks
     to a YAML reader, and JSON's surrogate pairs are not YAML."""
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=_placeholder)
     return text if text.isascii() else _yaml_escape_nonascii(text)
 
 
@@ -75,7 +111,13 @@ def render_text(template: str, **values: Any) -> str:
 
 
 def render_object(template: str, **values: Any) -> dict[str, Any]:
-    return yamlio.load(render_text(template, **values))
+    registry: dict[str, str] = {}
+    reset = _opaque.set(registry)
+    try:
+        obj = yamlio.load(render_text(template, **values))
+    finally:
+        _opaque.reset(reset)
+    return _substitute(obj, registry) if registry else obj
 
 
 @functools.cache
@@ -85,6 +127,7 @@ def table(name: str) -> Any:
         return yamlio.load(fh.read())
 
 
+@functools.cache
 def source(name: str) -> str:
     """A file under manifests/ as text (e.g. the build script a Pod runs)."""
     return (MANIFESTS / name).read_text(encoding="utf-8")

@@ -167,3 +167,18 @@ def test_fixture_pool_matches_the_machineconfigpool_schema():
         "schemas/jsonschema/machineconfigpool-machineconfiguration-v1.json").read_text())
     import jsonschema
     jsonschema.validate(F.pool("worker"), schema)
+
+
+@pytest.mark.parametrize("value", HOSTILE + ["@@opaque-0@@", "x" * 200_000])
+def test_opaque_values_are_inserted_verbatim(value):
+    obj = templates.render_object("configmap.yaml.j2", name="n", namespace="ns", labels={},
+                                  annotations={"plain": "@@opaque-0@@"}, owner={},
+                                  data={"big": templates.Opaque(value), "small": value})
+    assert obj["data"] == {"big": value, "small": value}
+    assert obj["metadata"]["annotations"] == {"plain": "@@opaque-0@@"}
+
+
+def test_only_plain_values_and_opaque_can_enter_a_manifest():
+    with pytest.raises(TypeError):
+        templates.render_object("configmap.yaml.j2", name=object(), namespace="ns", labels={},
+                                annotations={}, owner={}, data={})
