@@ -69,7 +69,7 @@ def main() -> int:
     print(f"{'pools':>6} {'creating pass':>15} {'per pool':>10} {'steady pass':>13} {'per pool':>10}")
     for n in (10, 100, 200):
         pools, mcs = world(n, mc)
-        create = best(lambda: lifecycle.plan_cluster(s, pools, [], F.NOW, mcs), 3 if n < 200 else 2)
+        create = best(lambda p=pools, m=mcs: lifecycle.plan_cluster(s, p, [], F.NOW, m), 3 if n < 200 else 2)
         # steady: every build created and its Pod running, so the pass has nothing to write
         cluster = MemoryCluster(pools, clock=lambda: F.NOW)
         for plan in lifecycle.plan_cluster(s, pools, [], F.NOW, mcs):
@@ -82,7 +82,7 @@ def main() -> int:
         owned = cluster.list("ConfigMap", F.NS) + cluster.list("Pod", F.NS)
         steady_plans = lifecycle.plan_cluster(s, live_pools, owned, F.NOW)
         assert all(not p.actions and not p.needs_machineconfig for p in steady_plans)
-        steady = best(lambda: lifecycle.plan_cluster(s, live_pools, owned, F.NOW), 5)
+        steady = best(lambda p=live_pools, o=owned: lifecycle.plan_cluster(s, p, o, F.NOW), 5)
         print(f"{n:>6} {create:>14.3f}s {create / n * 1000:>8.1f}ms {steady:>12.4f}s "
               f"{steady / n * 1000:>8.3f}ms")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

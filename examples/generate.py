@@ -57,7 +57,8 @@ def machineconfig(role: str, rendered: str, ca_certs: int, scripts: int) -> dict
          "contents": {"source": data_url(json.dumps({"kind": "KubeletConfiguration", "maxPods": 250,
                                                       "systemReserved": {"cpu": "500m"}}, indent=2))}},
         {"path": "/etc/containers/registries.conf", "mode": 420, "overwrite": True,
-         "contents": {"source": data_url('unqualified-search-registries = ["registry.access.redhat.com"]\n')}},
+         "contents": {"source": data_url(
+             'unqualified-search-registries = ["registry.access.redhat.com"]\n')}},
     ]
     files += [{"path": f"/usr/local/bin/{role}-helper-{i}.sh", "mode": 493, "overwrite": True,
                "contents": {"source": data_url(script(f"{role}-{i}", 100))}} for i in range(scripts)]
@@ -128,7 +129,8 @@ def snapshot() -> dict:
             "imageBuilderType": "custom-pod-builder"}),
         configmap("machine-config-osimageurl", {
             "baseOSContainerImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "ab" * 32,
-            "baseOSExtensionsContainerImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "cd" * 32,
+            "baseOSExtensionsContainerImage":
+                "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "cd" * 32,
             "releaseVersion": "4.16.12", "osImageURL": ""}),
         configmap("on-cluster-build-custom-dockerfile", {
             "infra": "FROM configs AS final\nRUN rpm-ostree install tmux && ostree container commit\n"}),

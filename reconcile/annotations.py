@@ -5,7 +5,7 @@ Only these keys are ours; every write touches these keys alone.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 PREFIX = "ocl-reconciler.io/"
 STATE = PREFIX + "state"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 EXIT_OK, EXIT_CHANGES, EXIT_BLOCKED, EXIT_FATAL = 0, 1, 2, 3
 DEFAULT_NAMESPACE = "openshift-machine-config-operator"
@@ -69,11 +69,11 @@ def _now() -> datetime:
     pinned = os.environ.get("OCL_RECONCILE_NOW")
     if pinned:
         try:
-            return datetime.strptime(pinned, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            return datetime.strptime(pinned, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         except ValueError:
             raise Fatal(f"OCL_RECONCILE_NOW={pinned!r} is not an RFC 3339 UTC time "
                         "like 2026-01-02T03:04:05Z") from None
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _cluster(args, now: datetime):
@@ -89,7 +89,7 @@ def _cluster(args, now: datetime):
 
 
 def cmd_run(args, now: datetime) -> int:
-    from reconcile import apply, observe, objects, snapshot
+    from reconcile import apply, objects, observe, snapshot
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
     cluster = _cluster(args, now)

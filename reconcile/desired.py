@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from reconcile import annotations as A
 from reconcile import encoding, naming, templates
@@ -110,7 +111,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile, data={"Dockerfile": dockerfile(inp)}, **common)
     mc_cm = templates.render_object(
-        "configmap.yaml.j2", name=n.machineconfig, data={"machineconfig.json.gz": templates.Opaque(encoded)}, **common)
+        "configmap.yaml.j2", name=n.machineconfig,
+        data={"machineconfig.json.gz": templates.Opaque(encoded)}, **common)
     ctx = BuildContext(
         pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from reconcile import masking, objects, yamlio
 from reconcile.plan import Action, PoolPlan

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 try:  # zlib-ng writes the same gzip format 2-3x faster at level 9 (bench/plan_scale.py)
     from zlib_ng import gzip_ng as _gzip

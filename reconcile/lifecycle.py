@@ -8,8 +8,9 @@ before the build's objects are deleted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from reconcile import annotations as A
 from reconcile import builders, desired, imageref, objects, patches
@@ -73,7 +74,8 @@ def _interrupted(ann: Mapping[str, str], ref: str) -> str:
     return ""
 
 
-def _ensure(plan: PoolPlan, want: list[dict[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
+def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
+            live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
     """Create what is missing; patch (guarded by resourceVersion) ConfigMaps that drifted."""
     for obj in want:
         have = live.get((obj["kind"], objects.name(obj)))

@@ -4,7 +4,8 @@ multi-document YAML stream, read from a file or `-` for stdin."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 

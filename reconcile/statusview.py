@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from reconcile import annotations as A
 from reconcile import lifecycle, objects
@@ -16,7 +17,7 @@ def age(since: str | None, now: datetime) -> str:
     if not since:
         return "<unknown>"
     try:
-        then = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        then = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return "<invalid>"
     seconds = max(0, int((now - then).total_seconds()))
@@ -42,5 +43,6 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime) -> list[tuple[str, .
 def table(pools: Iterable[Mapping[str, Any]], now: datetime) -> str:
     body = rows(pools, now)
     widths = [max(len(r[i]) for r in [COLUMNS, *body]) for i in range(len(COLUMNS))]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [COLUMNS, *body]]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [COLUMNS, *body]]
     return "\n".join(lines) + "\n"

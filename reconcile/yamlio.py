@@ -3,7 +3,8 @@ Dockerfiles and scripts read naturally in diffs, renders and snapshots."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import yaml
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from reconcile import annotations as A
 
 NS = "openshift-machine-config-operator"
 MCO = "machineconfiguration.openshift.io"
-NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 REPO = "registry.example.com:5000/ocl/os-image"
 BASE = "quay.io/ocp/base@sha256:" + "a" * 64
 ROOT = Path(__file__).resolve().parent.parent

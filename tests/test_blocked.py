@@ -99,8 +99,8 @@ def test_pool_without_rendered_config_is_blocked(run_cli):
 def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(run_cli):
     items = F.cluster()
     mc = F.find(items, "MachineConfig")[0]
-    import os
     import base64
+    import os
     blob = base64.b64encode(os.urandom(900_000)).decode()      # incompressible
     mc["spec"]["config"]["storage"]["files"][0]["contents"]["source"] = "data:;base64," + blob
     encoded = len(encoding.encode(mc))

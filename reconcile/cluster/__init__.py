@@ -3,7 +3,8 @@ the live API. Both return plain dicts and raise the errors below."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 
 class ClusterError(Exception):

@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import jsonpatch
 
@@ -26,7 +27,7 @@ def _key(obj: Mapping[str, Any]) -> Key:
 
 class MemoryCluster:
     def __init__(self, items: Iterable[Mapping[str, Any]] = (),
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.clock = clock
         self.store: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, str]] = []
