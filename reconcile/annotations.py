@@ -27,8 +27,9 @@ STATES = (PENDING, BUILDING, SUCCEEDED, FAILED, INTERRUPTED, BLOCKED)
 
 
 def owned(key: str) -> bool:
-    """Keys we remove on opt-out. The user's rebuild request is theirs, not ours."""
-    return (key.startswith(PREFIX) and key != REBUILD) or key == IMAGE
+    """Keys removed on opt-out: every `ocl-reconciler.io/*` key (a pending rebuild request too:
+    opting out forgets the pool) and the image annotation."""
+    return key.startswith(PREFIX) or key == IMAGE
 
 
 def one_line(text: str, limit: int = 512) -> str:

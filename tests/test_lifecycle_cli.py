@@ -216,7 +216,7 @@ def test_label_removed_cleans_objects_and_our_annotations(run_cli):
         code, after, _ = run_cli.run(out)
         assert code == 0
         assert F.owned(after) == []
-        assert ann(after) == {"example.com/keep": "theirs", A.REBUILD: "user-token"}
+        assert ann(after) == {"example.com/keep": "theirs"}
         assert F.the_pool(after)["metadata"]["labels"] == {f"{F.MCO}/mco-built-in": ""}
         assert run_cli.run(after)[1] == after
 
