@@ -19,7 +19,9 @@ demo: install
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
 	@echo '### 1. diff: what a first run would do to examples/cluster.yaml (exit 1 = changes)'
 	-$(VENV)/bin/ocl-reconcile diff --snapshot examples/cluster.yaml > $(DEMO)/diff.txt; \
-	  head -n 40 $(DEMO)/diff.txt; echo '   [... full diff in $(DEMO)/diff.txt ...]'; tail -n 1 $(DEMO)/diff.txt
+	  grep '^=====' $(DEMO)/diff.txt; echo '   [the worker pool patch:]'; \
+	  sed -n '/^===== patch .*MachineConfigPool worker/,/^=====/p' $(DEMO)/diff.txt | sed '1d;$$d'; \
+	  echo '   [full diff in $(DEMO)/diff.txt]'; tail -n 1 $(DEMO)/diff.txt
 	@echo; echo '### 2. run: apply it, writing the resulting cluster to $(DEMO)/run1.yaml'
 	$(VENV)/bin/ocl-reconcile run --snapshot examples/cluster.yaml --write-snapshot $(DEMO)/run1.yaml
 	@echo; echo '### 3. status'

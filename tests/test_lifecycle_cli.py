@@ -22,6 +22,13 @@ def build_pod(items, pool="worker"):
     return pods[0]
 
 
+def new_rendered_config(items, name="rendered-worker-2"):
+    """The MCO rendered a new config for the worker pool."""
+    changed = copy.deepcopy(items)
+    F.the_pool(changed)["spec"]["configuration"]["name"] = name
+    return changed + [F.machineconfig(name)]
+
+
 def started(run_cli, *pools):
     code, items, _ = run_cli.run(F.cluster(*(pools or (F.pool(),))))
     assert code == 0
@@ -126,9 +133,7 @@ def test_failure_reason_is_last_log_line_and_no_recreation(run_cli):
 def test_new_rendered_config_mid_build_interrupts_and_starts_new_build(run_cli):
     building = run_cli.run(finish(started(run_cli), "worker", "Running"))[1]
     old_ref = ann(building)[A.BUILD]
-    changed = copy.deepcopy(building)
-    F.the_pool(changed)["spec"]["configuration"]["name"] = "rendered-worker-2"
-    changed.append(F.machineconfig("rendered-worker-2"))
+    changed = new_rendered_config(building)
     code, after, _ = run_cli.run(changed)
     assert code == 0
     a = ann(after)
@@ -144,9 +149,7 @@ def test_new_rendered_config_mid_build_interrupts_and_starts_new_build(run_cli):
 def test_newer_build_removes_older_failed_build(run_cli):
     failed = run_cli.run(finish(started(run_cli), "worker", "Failed"))[1]
     assert ann(failed)[A.STATE] == A.FAILED
-    changed = copy.deepcopy(failed)
-    F.the_pool(changed)["spec"]["configuration"]["name"] = "rendered-worker-2"
-    changed.append(F.machineconfig("rendered-worker-2"))
+    changed = new_rendered_config(failed)
     after = run_cli.run(changed)[1]
     assert ann(after)[A.STATE] == A.PENDING
     assert ann(after)[A.MESSAGE] == ""
@@ -157,9 +160,7 @@ def test_newer_build_removes_older_failed_build(run_cli):
 def test_image_is_kept_until_a_newer_success(run_cli):
     done = run_cli.run(finish(started(run_cli), "worker", "Succeeded"))[1]
     image = ann(done)[A.IMAGE]
-    changed = copy.deepcopy(done)
-    F.the_pool(changed)["spec"]["configuration"]["name"] = "rendered-worker-2"
-    changed.append(F.machineconfig("rendered-worker-2"))
+    changed = new_rendered_config(done)
     pending = run_cli.run(changed)[1]
     assert ann(pending)[A.STATE] == A.PENDING
     assert (ann(pending)[A.IMAGE], ann(pending)[A.BUILT_CONFIG]) == (image, "rendered-worker-1")
