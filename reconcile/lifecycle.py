@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import builders, desired, imageref, objects, patches
+from reconcile import builders, desired, imageref, naming, objects, patches
 from reconcile.plan import Action, PoolPlan
 from reconcile.settings import Settings
 
@@ -110,7 +110,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
     names = desired.names(inp)
     ref = desired.build_ref(builder, settings.namespace, inp)
     bid = inp.build_id
-    current = [o for o in owned if objects.labels(o).get("ocl-reconciler.io/build-id") == bid]
+    current = [o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == bid]
     stale = [o for o in owned if o not in current]
     build_obj = next((o for o in current if o.get("kind") == builder.kind
                       and objects.name(o) == names.build), None)
@@ -174,7 +174,9 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
 
     `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
     asked for one in an earlier call."""
-    by_pool = objects.by_label(owned, "ocl-reconciler.io/pool")
+    ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
+            and objects.labels(o).get(naming.POOL_LABEL)]       # never act on anything else
+    by_pool = objects.by_label(ours, naming.POOL_LABEL)
     selected = set(only)
     plans = []
     for pool in sorted(pools, key=objects.name):

@@ -8,7 +8,7 @@ import kubelet
 import pytest
 
 from reconcile import annotations as A
-from reconcile import apply, lifecycle, objects, observe, settings
+from reconcile import apply, lifecycle, naming, objects, observe, settings
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
 
@@ -146,3 +146,70 @@ def test_long_pool_name_still_gives_valid_object_names():
 def test_message_is_one_line_and_bounded():
     assert A.one_line("a\nb\r\n  c") == "a b c"
     assert len(A.one_line("x" * 5000)) == 512
+
+
+def _live_build(pool, phase=None):
+    """The pool as the first run leaves it (annotated Pending) and its live objects, Pod at `phase`."""
+    cluster = converge(F.cluster(pool))
+    if phase:
+        for pod in cluster.list("Pod", F.NS):
+            cluster.store[("Pod", F.NS, pod["metadata"]["name"])] = kubelet.set_phase(pod, phase)
+    return (cluster.get("MachineConfigPool", "", objects.name(pool)),
+            cluster.list("ConfigMap", F.NS, naming.SELECTOR) + cluster.list("Pod", F.NS, naming.SELECTOR))
+
+
+@pytest.mark.parametrize("phase, state, verbs", [
+    (None, A.PENDING, []),
+    ("Pending", A.PENDING, []),
+    ("Running", A.BUILDING, ["patch"]),
+    ("Succeeded", A.SUCCEEDED, ["patch", "delete", "delete", "delete"]),
+    ("Failed", A.FAILED, ["patch"]),
+])
+def test_state_machine_table(phase, state, verbs):
+    pool, live = _live_build(F.pool(), phase)
+    p = plan(pool, live)
+    assert p.state_after == state
+    assert [a.verb for a in p.actions] == verbs
+    if state == A.SUCCEEDED:
+        assert p.actions[0].obj["kind"] == "MachineConfigPool"      # recorded before deleting
+        assert objects.annotations(p.actions[0].after)[A.IMAGE].startswith(F.REPO + "@sha256:")
+
+
+@pytest.mark.parametrize("state, at_ref, pod, expect", [
+    (A.SUCCEEDED, True, False, (A.SUCCEEDED, ["delete", "delete"])),   # leftovers of a killed run
+    (A.FAILED, True, True, (A.FAILED, [])),
+    (A.INTERRUPTED, True, False, (A.INTERRUPTED, [])),
+    (A.BUILDING, True, False, (A.INTERRUPTED, ["patch"])),
+    (A.BUILDING, False, False, (None, [])),              # new inputs: a MachineConfig is needed
+    (A.BLOCKED, True, True, (A.PENDING, ["patch"])),     # unblocked: the live Pod is followed again
+])
+def test_recorded_state_decides_next_step(state, at_ref, pod, expect):
+    pool, live = _live_build(F.pool(), "Pending")
+    a = pool["metadata"]["annotations"]
+    a[A.STATE] = state
+    a[A.IMAGE] = F.REPO + "@sha256:" + "0" * 64
+    if not at_ref:
+        a[A.BUILD] = "Pod/ns/some-older-build"
+    if not pod:
+        live = [o for o in live if o["kind"] != "Pod"]
+    p = plan(pool, live)
+    assert (p.state_after, [x.verb for x in p.actions]) == expect
+    if expect[0] is None:
+        assert p.needs_machineconfig == "rendered-worker-1"
+
+
+def test_opt_out_plan_deletes_objects_then_drops_annotations():
+    pool, live = _live_build(F.pool(), "Running")
+    pool["metadata"]["labels"].pop(A.LAYERING_LABEL)
+    (p,) = lifecycle.plan_cluster(good_settings(), [pool], live, F.NOW)
+    assert [a.verb for a in p.actions] == ["delete"] * 3 + ["patch"]
+    assert all(op["op"] == "remove" for op in p.actions[-1].patch)
+    assert objects.annotations(p.actions[-1].after) == {"example.com/keep": "theirs"}
+
+
+def test_objects_without_our_labels_are_never_touched():
+    foreign = F.configmap("not-ours", {"k": "v"})
+    half = F.configmap("half", {"k": "v"})
+    half["metadata"]["labels"] = {"ocl-reconciler.io/pool": "worker"}       # no managed-by
+    plans = lifecycle.plan_cluster(good_settings(), [], [foreign, half], F.NOW)
+    assert plans == []
