@@ -89,6 +89,27 @@ class MemoryCluster:
         self.writes.append(("patch", objects.ref(new)))
         return copy.deepcopy(new)
 
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: compare-and-swap on metadata.resourceVersion."""
+        new = copy.deepcopy(dict(obj))
+        key = _key(new)
+        live = self.store.get(key)
+        if live is None:
+            raise NotFound(f"{key[0]} {key[1]}/{key[2]} not found")
+        rv = objects.meta(new).get("resourceVersion")
+        if not rv:
+            raise Invalid(f"{key[0]} {key[1]}/{key[2]}: metadata.resourceVersion must be specified "
+                          "for an update")
+        if rv != objects.meta(live).get("resourceVersion"):
+            raise Conflict(f"{key[0]} {key[1]}/{key[2]}: the object has been modified")
+        for field in ("uid", "creationTimestamp"):
+            if field in objects.meta(live):
+                new["metadata"][field] = objects.meta(live)[field]
+        self._stamp(new)
+        self.store[key] = new
+        self.writes.append(("update", objects.ref(new)))
+        return copy.deepcopy(new)
+
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
         live = self.get(kind, namespace, name)
         if live is None:
