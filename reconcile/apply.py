@@ -1,18 +1,26 @@
-"""Carry out plans against a cluster, pool by pool. A failed write stops that pool's plan (the
-next run resumes from the cluster) and is recorded as Blocked on the pool; other pools go on."""
+"""Carry out plans against a cluster, pool by pool.
+
+A conflicting patch (someone wrote the object since we read it) makes us re-read that pool,
+re-plan it and try once more, so foreign changes are kept. A create that finds our own object
+(same pool and build id: a lost response, or a killed run) adopts it. Any other failed write stops
+that pool's plan, is recorded as Blocked on the pool, and the run goes on with the other pools."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from reconcile import lifecycle, objects
-from reconcile.cluster import Cluster, ClusterError, NotFound
+from reconcile import lifecycle, naming, objects
+from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.plan import Action, PoolPlan
 
 log = logging.getLogger("reconcile")
+
+
+class Replanner(Protocol):
+    def replan(self, pool_name: str) -> PoolPlan | None: ...
 
 
 @dataclass
@@ -20,6 +28,7 @@ class Outcome:
     plan: PoolPlan
     error: str = ""
     writes: int = 0
+    replanned: bool = False
 
 
 @dataclass
@@ -34,7 +43,13 @@ class RunResult:
 def _do(cluster: Cluster, action: Action) -> None:
     kind, ns, name = action.obj["kind"], objects.namespace(action.obj), objects.name(action.obj)
     if action.verb == "create":
-        cluster.create(action.obj)
+        try:
+            cluster.create(action.obj)
+        except AlreadyExists:
+            if not _ours(cluster.get(kind, ns, name), action.obj):
+                raise AlreadyExists("it already exists and was not made by ocl-reconciler for this "
+                                "build; delete or rename it") from None
+            log.info("adopted %s", action.ref)
     elif action.verb == "patch":
         cluster.patch(kind, ns, name, list(action.patch))
     elif action.verb == "delete":
@@ -46,35 +61,66 @@ def _do(cluster: Cluster, action: Action) -> None:
         raise ValueError(f"unknown verb {action.verb}")
 
 
-def execute(cluster: Cluster, plans: list[PoolPlan], pools: dict[str, Any],
-            now: datetime) -> RunResult:
+def _ours(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    if live is None:
+        return False
+    keys = (naming.MANAGED_BY, naming.POOL_LABEL, naming.BUILD_ID_LABEL)
+    return all(objects.labels(live).get(k) == objects.labels(wanted).get(k) for k in keys)
+
+
+class WriteError(ClusterError):
+    """A write failed; the message names the write and the object."""
+
+
+def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None) -> None:
+    for action in plan.actions:
+        try:
+            _do(cluster, action)
+        except (Conflict, Invalid) as err:
+            if action.verb != "patch" or replanner is None or outcome.replanned:
+                raise WriteError(f"{action.verb} {action.ref}: {err}") from None
+            log.info("pool %s: %s changed under us (%s); re-reading and re-planning", plan.pool,
+                     action.ref, err, extra={"pool": plan.pool})
+            outcome.replanned = True
+            fresh = replanner.replan(plan.pool)
+            if fresh is not None:
+                outcome.plan = fresh
+                _run_plan(cluster, fresh, outcome, replanner)
+            return
+        except ClusterError as err:
+            if isinstance(err, WriteError):
+                raise
+            raise WriteError(f"{action.verb} {action.ref}: {err}") from None
+        outcome.writes += 1
+        log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})
+
+
+def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
+            replanner: Replanner | None = None) -> RunResult:
     result = RunResult()
     for plan in plans:
         outcome = Outcome(plan)
-        for action in plan.actions:
-            try:
-                _do(cluster, action)
-                outcome.writes += 1
-                log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})
-            except ClusterError as err:
-                outcome.error = f"{action.verb} {action.ref}: {err}"
-                log.error("pool %s: %s", plan.pool, outcome.error, extra={"pool": plan.pool})
-                _record_error(cluster, pools.get(plan.pool), outcome.error, now)
-                break
-        if plan.state_before != plan.state_after and plan.state_after and not outcome.error:
-            log.info("pool %s: %s -> %s%s", plan.pool, plan.state_before or "-", plan.state_after,
-                     f" ({plan.message})" if plan.message else "", extra={"pool": plan.pool})
+        try:
+            _run_plan(cluster, plan, outcome, replanner)
+        except ClusterError as err:
+            outcome.error = str(err)
+            log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
+            _record_error(cluster, plan.pool, str(err), now)
+        done = outcome.plan
+        if done.state_before != done.state_after and done.state_after and not outcome.error:
+            log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
+                     f" ({done.message})" if done.message else "", extra={"pool": done.pool})
         result.outcomes.append(outcome)
     return result
 
 
-def _record_error(cluster: Cluster, pool: Any, message: str, now: datetime) -> None:
+def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime) -> None:
     """Best effort: say on the pool why this run could not finish it."""
-    if pool is None or not lifecycle.opted_in(pool):
-        return
-    fresh = cluster.get("MachineConfigPool", "", objects.name(pool)) or pool
-    for action in lifecycle.blocked(fresh, message, now).actions:
-        try:
+    try:
+        pool = cluster.get("MachineConfigPool", "", pool_name)
+        if pool is None or not lifecycle.opted_in(pool):
+            return
+        for action in lifecycle.blocked(pool, message, now).actions:
             _do(cluster, action)
-        except ClusterError as err:
-            log.error("pool %s: cannot record the error: %s", objects.name(pool), err)
+    except ClusterError as err:
+        log.error("pool %s: cannot record the error: %s", pool_name, err, extra={"pool": pool_name})

@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="namespace of the settings and build objects (default: %(default)s)")
     common.add_argument("--pool", action="append", default=[], metavar="NAME",
                         help="only this MachineConfigPool (repeatable)")
+    common.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+    common.add_argument("--context", help="kubeconfig context to use (default: the current one)")
+    common.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="deadline for the whole run, retries included (default: %(default)s)")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     common.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="log lines on stderr as text or JSON (default: %(default)s)")
@@ -78,8 +83,11 @@ def _now() -> datetime:
 
 def _cluster(args, now: datetime):
     if not args.snapshot:
-        raise Fatal("no --snapshot given and live cluster access is not available in this "
-                    "version; pass --snapshot FILE (oc get ... -o yaml output)")
+        from reconcile.cluster import live
+        try:
+            return live.connect(args.kubeconfig, args.context, args.timeout)
+        except live.ConnectError as err:
+            raise Fatal(str(err)) from None
     from reconcile import snapshot
     from reconcile.cluster.memory import MemoryCluster
     try:
@@ -88,14 +96,42 @@ def _cluster(args, now: datetime):
         raise Fatal(str(err)) from None
 
 
+def _observe(cluster, args, now: datetime):
+    """Read the cluster; a failed read is fatal (exit 3), as nothing can be planned without it."""
+    from reconcile import observe
+    from reconcile.cluster import ClusterError
+    try:
+        seen = observe.observe(cluster, args.namespace)
+        planner = observe.Planner(cluster, seen, now, args.pool)
+        return seen, planner, planner.plan()
+    except ClusterError as err:
+        raise Fatal(f"cannot read the cluster: {err}") from None
+
+
 def cmd_run(args, now: datetime) -> int:
-    from reconcile import apply, objects, observe, snapshot
+    import logging
+
+    from reconcile import apply, lease, snapshot
+    from reconcile.cluster import ClusterError
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
     cluster = _cluster(args, now)
-    seen = observe.observe(cluster, args.namespace)
-    plans = observe.plan(cluster, seen, now, only=args.pool)
-    result = apply.execute(cluster, plans, {objects.name(p): p for p in seen.pools}, now)
+    try:
+        held = lease.acquire(cluster, args.namespace, lease.holder_identity(),
+                             int(args.timeout) + 60, now)
+    except ClusterError as err:
+        raise Fatal(f"cannot take Lease {args.namespace}/{lease.NAME}: {err}") from None
+    if held is None:
+        logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
+        return EXIT_OK
+    try:
+        _, planner, plans = _observe(cluster, args, now)
+        result = apply.execute(cluster, plans, now, planner)
+    finally:
+        try:
+            lease.release(cluster, held)
+        except ClusterError as err:
+            logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
     if args.write_snapshot:
         try:
             snapshot.write(args.write_snapshot, cluster.items())
@@ -105,9 +141,8 @@ def cmd_run(args, now: datetime) -> int:
 
 
 def cmd_diff(args, now: datetime) -> int:
-    from reconcile import diffview, observe
-    cluster = _cluster(args, now)
-    plans = observe.plan(cluster, observe.observe(cluster, args.namespace), now, only=args.pool)
+    from reconcile import diffview
+    _, _, plans = _observe(_cluster(args, now), args, now)
     text = diffview.render(plans)
     sys.stdout.write(text)
     return EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
@@ -115,10 +150,14 @@ def cmd_diff(args, now: datetime) -> int:
 
 def cmd_render(args, now: datetime) -> int:
     from reconcile import observe, render, yamlio
+    from reconcile.cluster import ClusterError
     cluster = _cluster(args, now)
-    seen = observe.observe(cluster, args.namespace)
-    objs, problems = render.render(seen.settings, seen.pools,
-                                   lambda n: cluster.get("MachineConfig", "", n), only=args.pool)
+    try:
+        seen = observe.observe(cluster, args.namespace)
+        objs, problems = render.render(seen.settings, seen.pools,
+                                       lambda n: cluster.get("MachineConfig", "", n), only=args.pool)
+    except ClusterError as err:
+        raise Fatal(f"cannot read the cluster: {err}") from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
@@ -127,8 +166,12 @@ def cmd_render(args, now: datetime) -> int:
 
 def cmd_status(args, now: datetime) -> int:
     from reconcile import statusview
+    from reconcile.cluster import ClusterError
     cluster = _cluster(args, now)
-    pools = cluster.list("MachineConfigPool", None)
+    try:
+        pools = cluster.list("MachineConfigPool", None)
+    except ClusterError as err:
+        raise Fatal(f"cannot read the cluster: {err}") from None
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
     sys.stdout.write(statusview.table(pools, now))

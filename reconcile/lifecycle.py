@@ -89,11 +89,13 @@ def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
 
 
 def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
-              now: datetime, machineconfig: Mapping[str, Any] | None = None) -> PoolPlan:
+              now: datetime, machineconfig: Mapping[str, Any] | None = None,
+              secrets_problem: str | None = None) -> PoolPlan:
     """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
 
     Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
-    was not given; call again with it (or MISSING)."""
+    was not given; call again with it (or MISSING) and with what is wrong with the pull and push
+    secrets, if anything: they matter only to a new build, so only then are they read."""
     if isinstance(settings, str):
         return blocked(pool, settings, now)
     builder = builders.for_type(settings.builder_type)
@@ -149,6 +151,8 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
     if machineconfig is None:
         plan.needs_machineconfig = inp.rendered_config
         return plan
+    if secrets_problem:
+        return blocked(pool, secrets_problem, now)
     if machineconfig is MISSING:
         return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
     try:
@@ -169,7 +173,7 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
                  owned: list[Mapping[str, Any]], now: datetime,
                  machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = ()) -> list[PoolPlan]:
+                 only: Iterable[str] = (), secrets_problem: str | None = None) -> list[PoolPlan]:
     """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
 
     `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
@@ -187,7 +191,7 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
         if opted_in(pool):
             rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
             mc = (machineconfigs or {}).get(rendered) if rendered else None
-            plans.append(plan_pool(settings, pool, mine, now, mc))
+            plans.append(plan_pool(settings, pool, mine, now, mc, secrets_problem))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             plans.append(opt_out(pool, mine))
     for name, orphans in sorted(by_pool.items()):

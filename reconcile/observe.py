@@ -1,13 +1,15 @@
-"""Read the live state once: settings by name, one labelled LIST per kind we create, all pools,
-and the rendered MachineConfig only for pools that need a new build."""
+"""Read the live state once: settings by name, one labelled LIST per kind we create, the pools;
+the rendered MachineConfig and the pull and push secrets only when some pool needs a new build."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
 
 from reconcile import lifecycle, naming, settings
 from reconcile.cluster import Cluster
+from reconcile.plan import PoolPlan
 from reconcile.settings import Settings, SettingsError
 
 #: Kinds whose objects we create, hence LIST with our selector.
@@ -16,6 +18,7 @@ OWNED_KINDS = ("ConfigMap", "Pod")
 
 @dataclass
 class Observed:
+    namespace: str
     settings: Settings | str
     pools: list[dict[str, Any]]
     owned: list[dict[str, Any]]
@@ -24,26 +27,72 @@ class Observed:
 def read_settings(cluster: Cluster, namespace: str) -> Settings | str:
     cms = {n: cluster.get("ConfigMap", namespace, n) for n in settings.SETTINGS_CONFIGMAPS}
     try:
-        found = settings.read(namespace, cms)
-        for key, secret in (("baseImagePullSecretName", found.pull_secret),
-                            ("finalImagePushSecretName", found.push_secret)):
-            settings.check_secret(key, secret, cluster.get("Secret", namespace, secret), namespace)
+        return settings.read(namespace, cms)
     except SettingsError as err:
         return str(err)
-    return found
+
+
+def secrets_problem(cluster: Cluster, found: Settings) -> str | None:
+    try:
+        for key, name in (("baseImagePullSecretName", found.pull_secret),
+                          ("finalImagePushSecretName", found.push_secret)):
+            settings.check_secret(key, name, cluster.get("Secret", found.namespace, name),
+                                  found.namespace)
+    except SettingsError as err:
+        return str(err)
+    return None
+
+
+def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> list[dict[str, Any]]:
+    selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: pool} if pool else {}))
+    return [o for kind in OWNED_KINDS for o in cluster.list(kind, namespace, selector)]
 
 
 def observe(cluster: Cluster, namespace: str) -> Observed:
-    owned = [o for kind in OWNED_KINDS for o in cluster.list(kind, namespace, naming.SELECTOR)]
-    return Observed(read_settings(cluster, namespace),
-                    cluster.list("MachineConfigPool", None), owned)
+    return Observed(namespace, read_settings(cluster, namespace),
+                    cluster.list("MachineConfigPool", None), list_owned(cluster, namespace))
 
 
-def plan(cluster: Cluster, seen: Observed, now, only=()) -> list:
-    """Plan every pool; fetch the rendered MachineConfigs the first pass asked for, plan again."""
-    plans = lifecycle.plan_cluster(seen.settings, seen.pools, seen.owned, now, only=only)
-    wanted = sorted({p.needs_machineconfig for p in plans if p.needs_machineconfig})
-    if not wanted:
-        return plans
-    mcs = {n: cluster.get("MachineConfig", "", n) or lifecycle.MISSING for n in wanted}
-    return lifecycle.plan_cluster(seen.settings, seen.pools, seen.owned, now, mcs, only=only)
+@dataclass
+class Planner:
+    """Plans from what was observed, reading build material (MachineConfigs, secrets) at most
+    once, and re-plans a single pool from a fresh read after a write conflict."""
+    cluster: Cluster
+    seen: Observed
+    now: datetime
+    only: Iterable[str] = ()
+    machineconfigs: dict[str, Any] = field(default_factory=dict)
+    secrets: str | None = None
+    _secrets_read: bool = False
+
+    def _material(self, wanted: Iterable[str]) -> None:
+        for name in sorted(set(wanted) - set(self.machineconfigs)):
+            self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or lifecycle.MISSING
+        if not self._secrets_read and isinstance(self.seen.settings, Settings):
+            self.secrets = secrets_problem(self.cluster, self.seen.settings)
+            self._secrets_read = True
+
+    def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
+              ) -> list[PoolPlan]:
+        only = list(only)
+        plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
+                                       self.machineconfigs, only, self.secrets)
+        wanted = {p.needs_machineconfig for p in plans if p.needs_machineconfig}
+        if not wanted:
+            return plans
+        self._material(wanted)
+        return lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
+                                      self.machineconfigs, only, self.secrets)
+
+    def plan(self) -> list[PoolPlan]:
+        return self._plan(self.seen.pools, self.seen.owned, self.only)
+
+    def replan(self, pool_name: str) -> PoolPlan | None:
+        pool = self.cluster.get("MachineConfigPool", "", pool_name)
+        owned = list_owned(self.cluster, self.seen.namespace, pool_name)
+        plans = self._plan([pool] if pool else [], owned, [pool_name])
+        return plans[0] if plans else None
+
+
+def plan(cluster: Cluster, seen: Observed, now: datetime, only: Iterable[str] = ()) -> list[PoolPlan]:
+    return Planner(cluster, seen, now, only).plan()

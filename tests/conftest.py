@@ -8,6 +8,7 @@ import pytest
 
 from reconcile import cli, snapshot
 from tests import factory
+from tests.apiserver import APIServer
 
 sys.path.insert(0, str(factory.ROOT / "examples"))
 
@@ -36,6 +37,27 @@ class Cli:
         out = self.tmp / f"out-{self.count}.yaml"
         code, _, err = self("run", "--snapshot", str(src), "--write-snapshot", str(out), *extra)
         return code, (snapshot.load(str(out)) if out.exists() else []), err
+
+
+class ApiCli(Cli):
+    """The same, but each `run` goes through the official client to a test API server that
+    holds the objects, with a kubeconfig file."""
+
+    def run(self, items: list[dict[str, Any]], *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+        self.count += 1
+        with APIServer(items, clock=lambda: factory.NOW) as server:
+            kubeconfig = server.kubeconfig(self.tmp / f"kubeconfig-{self.count}")
+            code, _, err = self("run", "--kubeconfig", kubeconfig, "--timeout", "20", *extra)
+            self.server = server
+            return code, server.items(), err
+
+
+@pytest.fixture(params=["snapshot", "api"])
+def any_cli(request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+            monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Runs a scenario against both cluster implementations: snapshot files and the live API."""
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    return (ApiCli if request.param == "api" else Cli)(tmp_path, capsys)
 
 
 @pytest.fixture

@@ -56,10 +56,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_settings_problem_blocks_every_opted_in_pool(run_cli, case):
+def test_settings_problem_blocks_every_opted_in_pool(any_cli, case):
     settings, message = CASES[case]
     items = F.cluster(F.pool("worker"), F.pool("infra"), settings=settings)
-    code, after, err = run_cli.run(items)
+    code, after, err = any_cli.run(items)
     assert code == 2
     assert after, "--write-snapshot is still written"
     for name in ("worker", "infra"):
@@ -71,32 +71,32 @@ def test_settings_problem_blocks_every_opted_in_pool(run_cli, case):
     assert F.owned(after) == []
     assert "s3cr3t" not in err and "s3cr3t" not in str(after[-1])
     # stable: the next run writes nothing and still exits 2
-    code, again, _ = run_cli.run(after)
+    code, again, _ = any_cli.run(after)
     assert (code, again) == (2, after)
 
 
-def test_blocked_pool_does_not_stop_others(run_cli):
+def test_blocked_pool_does_not_stop_others(any_cli):
     bad = F.pool("infra", rendered="rendered-infra-missing")
     items = [o for o in F.cluster(F.pool("worker"), bad)
              if o["metadata"]["name"] != "rendered-infra-missing"]
-    code, after, _ = run_cli.run(items)
+    code, after, _ = any_cli.run(items)
     assert code == 2
     infra = F.the_pool(after, "infra")["metadata"]["annotations"]
     assert (infra[A.STATE], infra[A.MESSAGE]) == (A.BLOCKED, "MachineConfig rendered-infra-missing not found")
     assert F.the_pool(after, "worker")["metadata"]["annotations"][A.STATE] == A.PENDING
 
 
-def test_pool_without_rendered_config_is_blocked(run_cli):
+def test_pool_without_rendered_config_is_blocked(any_cli):
     pool = F.pool("worker")
     pool["spec"]["configuration"] = {}
-    code, after, _ = run_cli.run(F.cluster(F.pool("infra")) + [pool])
+    code, after, _ = any_cli.run(F.cluster(F.pool("infra")) + [pool])
     assert code == 2
     a = F.the_pool(after)["metadata"]["annotations"]
     assert a[A.MESSAGE] == "MachineConfigPool worker: spec.configuration.name is empty; no rendered MachineConfig to build yet"
     assert A.RENDERED not in a
 
 
-def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(run_cli):
+def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(any_cli):
     items = F.cluster()
     mc = F.find(items, "MachineConfig")[0]
     import base64
@@ -104,7 +104,7 @@ def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(run_cli):
     blob = base64.b64encode(os.urandom(900_000)).decode()      # incompressible
     mc["spec"]["config"]["storage"]["files"][0]["contents"]["source"] = "data:;base64," + blob
     encoded = len(encoding.encode(mc))
-    code, after, _ = run_cli.run(items)
+    code, after, _ = any_cli.run(items)
     assert code == 2
     message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
     assert message.startswith(f"MachineConfig rendered-worker-1: encoded size {encoded} bytes (")
@@ -112,11 +112,11 @@ def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(run_cli):
     assert F.owned(after) == []
 
 
-def test_recovery_from_blocked_starts_the_build(run_cli):
+def test_recovery_from_blocked_starts_the_build(any_cli):
     items = F.cluster(settings=without("Secret", "push-secret"))
-    blocked = run_cli.run(items)[1]
+    blocked = any_cli.run(items)[1]
     fixed = copy.deepcopy(blocked) + [F.secret("push-secret")]
-    code, after, _ = run_cli.run(fixed)
+    code, after, _ = any_cli.run(fixed)
     assert code == 0
     a = F.the_pool(after)["metadata"]["annotations"]
     assert (a[A.STATE], a[A.MESSAGE]) == (A.PENDING, "")

@@ -78,8 +78,8 @@ def test_unreadable_snapshot_is_fatal(run_cli, tmp_path, content, message):
 def test_missing_snapshot_file_and_no_cluster_are_fatal(run_cli, tmp_path):
     code, _, err = run_cli("run", "--snapshot", str(tmp_path / "nope.yaml"))
     assert code == 3 and "No such file or directory" in err
-    code, _, err = run_cli("status")
-    assert code == 3 and err.startswith("error: no --snapshot given")
+    code, _, err = run_cli("status", "--kubeconfig", str(tmp_path / "missing-kubeconfig"))
+    assert (code, err) == (3, f"error: kubeconfig {tmp_path / 'missing-kubeconfig'} not found\n")
 
 
 def test_snapshot_from_stdin_and_multi_document_stream(run_cli, monkeypatch):

@@ -6,7 +6,7 @@ import copy
 
 import kubelet
 
-from reconcile import apply, objects, observe
+from reconcile import apply, observe
 from reconcile.cluster import ClusterError
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
@@ -42,8 +42,8 @@ class DyingCluster(MemoryCluster):
 
 def one_run(cluster):
     seen = observe.observe(cluster, F.NS)
-    return apply.execute(cluster, observe.plan(cluster, seen, F.NOW),
-                         {objects.name(p): p for p in seen.pools}, F.NOW)
+    planner = observe.Planner(cluster, seen, F.NOW)
+    return apply.execute(cluster, planner.plan(), F.NOW, planner)
 
 
 def comparable(items):

@@ -29,8 +29,8 @@ def new_rendered_config(items, name="rendered-worker-2"):
     return changed + [F.machineconfig(name)]
 
 
-def started(run_cli, *pools):
-    code, items, _ = run_cli.run(F.cluster(*(pools or (F.pool(),))))
+def started(any_cli, *pools):
+    code, items, _ = any_cli.run(F.cluster(*(pools or (F.pool(),))))
     assert code == 0
     return items
 
@@ -43,8 +43,8 @@ def finish(items, pool, phase, **kw):
     return items
 
 
-def test_opt_in_creates_configmaps_and_pod_and_records_pending(run_cli):
-    items = started(run_cli)
+def test_opt_in_creates_configmaps_and_pod_and_records_pending(any_cli):
+    items = started(any_cli)
     mine = F.owned(items, "worker")
     assert sorted(o["kind"] for o in mine) == ["ConfigMap", "ConfigMap", "Pod"]
     pool = F.the_pool(items)
@@ -72,30 +72,30 @@ def test_opt_in_creates_configmaps_and_pod_and_records_pending(run_cli):
     assert decoded["metadata"]["name"] == "rendered-worker-1"
 
 
-def test_pending_pod_stays_pending_with_no_writes(run_cli):
-    items = started(run_cli)
-    code, again, _ = run_cli.run(items)
+def test_pending_pod_stays_pending_with_no_writes(any_cli):
+    items = started(any_cli)
+    code, again, _ = any_cli.run(items)
     assert code == 0
     assert again == items
 
 
 @pytest.mark.parametrize("phase, state", [("Pending", A.PENDING), ("Running", A.BUILDING)])
-def test_pod_phase_maps_to_state(run_cli, phase, state):
-    items = finish(started(run_cli), "worker", phase)
-    code, after, _ = run_cli.run(items)
+def test_pod_phase_maps_to_state(any_cli, phase, state):
+    items = finish(started(any_cli), "worker", phase)
+    code, after, _ = any_cli.run(items)
     assert code == 0
     assert ann(after)[A.STATE] == state
     assert len(F.owned(after, "worker")) == 3
 
 
-def test_success_records_digested_image_and_cleans_up(run_cli):
-    items = started(run_cli)
+def test_success_records_digested_image_and_cleans_up(any_cli):
+    items = started(any_cli)
     pod_name = build_pod(items)["metadata"]["name"]
     running = finish(items, "worker", "Running")
-    _, building, _ = run_cli.run(running)
+    _, building, _ = any_cli.run(running)
     assert ann(building)[A.STATE] == A.BUILDING
     assert ann(building)[A.TRANSITION] == "2026-11-29T12:00:00Z"
-    code, done, _ = run_cli.run(finish(building, "worker", "Succeeded"))
+    code, done, _ = any_cli.run(finish(building, "worker", "Succeeded"))
     assert code == 0
     a = ann(done)
     assert a[A.STATE] == A.SUCCEEDED
@@ -104,37 +104,37 @@ def test_success_records_digested_image_and_cleans_up(run_cli):
     assert a[A.MESSAGE] == ""
     assert F.owned(done) == []
     # converged: the next run writes nothing
-    code, again, _ = run_cli.run(done)
+    code, again, _ = any_cli.run(done)
     assert (code, again) == (0, done)
 
 
-def test_success_without_digest_is_failed_and_keeps_objects(run_cli):
-    items = finish(started(run_cli), "worker", "Succeeded", digest="no digest here")
-    code, after, _ = run_cli.run(items)
+def test_success_without_digest_is_failed_and_keeps_objects(any_cli):
+    items = finish(started(any_cli), "worker", "Succeeded", digest="no digest here")
+    code, after, _ = any_cli.run(items)
     assert code == 0
     assert ann(after)[A.STATE] == A.FAILED
     assert "without a sha256 digest" in ann(after)[A.MESSAGE]
     assert len(F.owned(after, "worker")) == 3
 
 
-def test_failure_reason_is_last_log_line_and_no_recreation(run_cli):
-    items = finish(started(run_cli), "worker", "Failed", log="step 1\nstep 2\nError: boom at STEP 3\n\n")
-    code, failed, _ = run_cli.run(items)
+def test_failure_reason_is_last_log_line_and_no_recreation(any_cli):
+    items = finish(started(any_cli), "worker", "Failed", log="step 1\nstep 2\nError: boom at STEP 3\n\n")
+    code, failed, _ = any_cli.run(items)
     assert code == 0                                   # a failed build is a recorded outcome
     a = ann(failed)
     assert a[A.STATE] == A.FAILED
     assert a[A.MESSAGE].endswith("failed (exit code 1): Error: boom at STEP 3")
     assert "\n" not in a[A.MESSAGE]
     assert len(F.owned(failed, "worker")) == 3         # kept for debugging
-    code, again, _ = run_cli.run(failed)
+    code, again, _ = any_cli.run(failed)
     assert (code, again) == (0, failed)                # not re-created for the same inputs
 
 
-def test_new_rendered_config_mid_build_interrupts_and_starts_new_build(run_cli):
-    building = run_cli.run(finish(started(run_cli), "worker", "Running"))[1]
+def test_new_rendered_config_mid_build_interrupts_and_starts_new_build(any_cli):
+    building = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
     old_ref = ann(building)[A.BUILD]
     changed = new_rendered_config(building)
-    code, after, _ = run_cli.run(changed)
+    code, after, _ = any_cli.run(changed)
     assert code == 0
     a = ann(after)
     assert a[A.STATE] == A.PENDING
@@ -146,112 +146,112 @@ def test_new_rendered_config_mid_build_interrupts_and_starts_new_build(run_cli):
     assert all(o["metadata"]["annotations"][A.RENDERED] == "rendered-worker-2" for o in mine)
 
 
-def test_newer_build_removes_older_failed_build(run_cli):
-    failed = run_cli.run(finish(started(run_cli), "worker", "Failed"))[1]
+def test_newer_build_removes_older_failed_build(any_cli):
+    failed = any_cli.run(finish(started(any_cli), "worker", "Failed"))[1]
     assert ann(failed)[A.STATE] == A.FAILED
     changed = new_rendered_config(failed)
-    after = run_cli.run(changed)[1]
+    after = any_cli.run(changed)[1]
     assert ann(after)[A.STATE] == A.PENDING
     assert ann(after)[A.MESSAGE] == ""
     assert {o["metadata"]["labels"]["ocl-reconciler.io/build-id"] for o in F.owned(after)} == {
         ann(after)[A.BUILD].rsplit("-", 1)[1]}
 
 
-def test_image_is_kept_until_a_newer_success(run_cli):
-    done = run_cli.run(finish(started(run_cli), "worker", "Succeeded"))[1]
+def test_image_is_kept_until_a_newer_success(any_cli):
+    done = any_cli.run(finish(started(any_cli), "worker", "Succeeded"))[1]
     image = ann(done)[A.IMAGE]
     changed = new_rendered_config(done)
-    pending = run_cli.run(changed)[1]
+    pending = any_cli.run(changed)[1]
     assert ann(pending)[A.STATE] == A.PENDING
     assert (ann(pending)[A.IMAGE], ann(pending)[A.BUILT_CONFIG]) == (image, "rendered-worker-1")
-    new = run_cli.run(finish(pending, "worker", "Succeeded"))[1]
+    new = any_cli.run(finish(pending, "worker", "Succeeded"))[1]
     assert ann(new)[A.IMAGE] != image
     assert ann(new)[A.BUILT_CONFIG] == "rendered-worker-2"
 
 
-def test_rebuild_request_starts_fresh_build_once(run_cli):
-    done = run_cli.run(finish(started(run_cli), "worker", "Succeeded"))[1]
+def test_rebuild_request_starts_fresh_build_once(any_cli):
+    done = any_cli.run(finish(started(any_cli), "worker", "Succeeded"))[1]
     requested = copy.deepcopy(done)
     F.the_pool(requested)["metadata"]["annotations"][A.REBUILD] = "please-1"
-    after = run_cli.run(requested)[1]
+    after = any_cli.run(requested)[1]
     assert ann(after)[A.STATE] == A.PENDING
     assert ann(after)[A.REBUILD_HANDLED] == "please-1"
     assert ann(after)[A.REBUILD] == "please-1"          # the user's key is left alone
     assert len(F.owned(after)) == 3
-    built = run_cli.run(finish(after, "worker", "Succeeded"))[1]
+    built = any_cli.run(finish(after, "worker", "Succeeded"))[1]
     assert ann(built)[A.STATE] == A.SUCCEEDED
     # idempotent: the same token again, or the request removed, starts nothing
-    assert run_cli.run(built)[1] == built
+    assert any_cli.run(built)[1] == built
     removed = copy.deepcopy(built)
     del F.the_pool(removed)["metadata"]["annotations"][A.REBUILD]
-    assert run_cli.run(removed)[1] == removed
+    assert any_cli.run(removed)[1] == removed
 
 
-def test_rebuild_request_after_failure_builds_again(run_cli):
-    failed = run_cli.run(finish(started(run_cli), "worker", "Failed"))[1]
+def test_rebuild_request_after_failure_builds_again(any_cli):
+    failed = any_cli.run(finish(started(any_cli), "worker", "Failed"))[1]
     F.the_pool(failed)["metadata"]["annotations"][A.REBUILD] = "retry"
-    after = run_cli.run(failed)[1]
+    after = any_cli.run(failed)[1]
     assert ann(after)[A.STATE] == A.PENDING
     assert len(F.owned(after)) == 3                    # the failed build's objects were replaced
 
 
-def test_build_pod_deleted_while_building_is_interrupted(run_cli):
-    building = run_cli.run(finish(started(run_cli), "worker", "Running"))[1]
+def test_build_pod_deleted_while_building_is_interrupted(any_cli):
+    building = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
     gone = [o for o in building if o["kind"] != "Pod"]
-    code, after, _ = run_cli.run(gone)
+    code, after, _ = any_cli.run(gone)
     assert code == 0
     assert ann(after)[A.STATE] == A.INTERRUPTED
     assert "was deleted before it finished" in ann(after)[A.MESSAGE]
     assert A.REBUILD in ann(after)[A.MESSAGE]
-    assert run_cli.run(after)[1] == after              # terminal until asked
+    assert any_cli.run(after)[1] == after              # terminal until asked
 
 
-def test_label_removed_cleans_objects_and_our_annotations(run_cli):
-    done = run_cli.run(finish(started(run_cli), "worker", "Succeeded"))[1]
-    building = started(run_cli)
+def test_label_removed_cleans_objects_and_our_annotations(any_cli):
+    done = any_cli.run(finish(started(any_cli), "worker", "Succeeded"))[1]
+    building = started(any_cli)
     for items in (done, building):
         out = copy.deepcopy(items)
         pool = F.the_pool(out)
         del pool["metadata"]["labels"][A.LAYERING_LABEL]
         pool["metadata"]["annotations"][A.REBUILD] = "user-token"
-        code, after, _ = run_cli.run(out)
+        code, after, _ = any_cli.run(out)
         assert code == 0
         assert F.owned(after) == []
         assert ann(after) == {"example.com/keep": "theirs"}
         assert F.the_pool(after)["metadata"]["labels"] == {f"{F.MCO}/mco-built-in": ""}
-        assert run_cli.run(after)[1] == after
+        assert any_cli.run(after)[1] == after
 
 
-def test_deleted_pool_leaves_no_orphans(run_cli):
-    items = started(run_cli)
+def test_deleted_pool_leaves_no_orphans(any_cli):
+    items = started(any_cli)
     without_pool = [o for o in items if o["kind"] != "MachineConfigPool"]
-    after = run_cli.run(without_pool)[1]
+    after = any_cli.run(without_pool)[1]
     assert F.owned(after) == []
 
 
-def test_not_opted_in_pool_is_untouched(run_cli):
+def test_not_opted_in_pool_is_untouched(any_cli):
     items = F.cluster(F.pool("worker"), F.pool("master", opted_in=False))
-    code, after, _ = run_cli.run(items)
+    code, after, _ = any_cli.run(items)
     assert code == 0
     assert F.the_pool(after, "master") == F.the_pool(items, "master")
     assert F.owned(after, "master") == []
 
 
-def test_custom_dockerfile_change_is_a_new_build(run_cli):
-    items = started(run_cli)
+def test_custom_dockerfile_change_is_a_new_build(any_cli):
+    items = started(any_cli)
     first = ann(items)[A.BUILD]
     changed = copy.deepcopy(items)
     changed.append(F.configmap("on-cluster-build-custom-dockerfile",
                                {"worker": "FROM configs AS final\nRUN echo hi\n"}))
-    after = run_cli.run(changed)[1]
+    after = any_cli.run(changed)[1]
     assert ann(after)[A.BUILD] != first
     dockerfile = next(o for o in F.owned(after) if "Dockerfile" in o.get("data", {}))
     assert dockerfile["data"]["Dockerfile"].rstrip().endswith("FROM configs AS final\nRUN echo hi")
 
 
-def test_pool_filter_only_touches_named_pools(run_cli):
+def test_pool_filter_only_touches_named_pools(any_cli):
     items = F.cluster(F.pool("worker"), F.pool("infra"))
-    code, after, _ = run_cli.run(items, "--pool", "infra")
+    code, after, _ = any_cli.run(items, "--pool", "infra")
     assert code == 0
     assert A.STATE not in ann(after, "worker")
     assert ann(after, "infra")[A.STATE] == A.PENDING

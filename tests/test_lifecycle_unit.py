@@ -35,8 +35,7 @@ def converge(items, rounds=1):
     cluster = MemoryCluster(items, clock=lambda: F.NOW)
     for _ in range(rounds):
         seen = observe.observe(cluster, F.NS)
-        apply.execute(cluster, observe.plan(cluster, seen, F.NOW),
-                      {objects.name(p): p for p in seen.pools}, F.NOW)
+        apply.execute(cluster, observe.plan(cluster, seen, F.NOW), F.NOW)
     return cluster
 
 
@@ -100,8 +99,7 @@ def test_steady_state_after_each_phase_writes_nothing(phase):
     converge_more = converge(cluster.items(), rounds=1)
     converge_more.writes.clear()
     seen = observe.observe(converge_more, F.NS)
-    apply.execute(converge_more, observe.plan(converge_more, seen, F.NOW),
-                  {objects.name(p): p for p in seen.pools}, F.NOW)
+    apply.execute(converge_more, observe.plan(converge_more, seen, F.NOW), F.NOW)
     assert converge_more.writes == []
 
 

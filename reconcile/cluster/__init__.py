@@ -29,6 +29,14 @@ class Invalid(ClusterError):
     status = 422
 
 
+class Forbidden(ClusterError):
+    status = 403
+
+
+class Unreachable(ClusterError):
+    """The server could not be reached, or kept failing, until the run's deadline."""
+
+
 class Cluster(Protocol):
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
 

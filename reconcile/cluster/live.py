@@ -1,0 +1,211 @@
+"""The live API server, through the official `kubernetes` client's configuration and transport.
+
+Requests are plain REST on the paths of the kinds we use (no discovery round-trips, no model
+deserialisation): one LIST per kind, paginated. 429, 5xx and connection errors are retried with
+exponential backoff and full jitter, `Retry-After` honoured, all bounded by one deadline for the
+whole run. The client is imported lazily: `--help` and snapshot runs never pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+import urllib.parse
+from typing import Any, Callable, Mapping
+
+from reconcile import objects
+from reconcile.cluster import (AlreadyExists, ClusterError, Conflict, Forbidden, Invalid, NotFound,
+                               Unreachable)
+
+log = logging.getLogger("reconcile")
+
+#: kind -> (path prefix, plural)
+PATHS: dict[str, tuple[str, str]] = {
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Secret": ("/api/v1", "secrets"),
+    "Pod": ("/api/v1", "pods"),
+    "Event": ("/api/v1", "events"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "Build": ("/apis/build.openshift.io/v1", "builds"),
+    "MachineConfigPool": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigpools"),
+    "MachineConfig": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigs"),
+}
+PAGE = 500
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+class ConnectError(Exception):
+    """No usable kubeconfig or in-cluster configuration."""
+
+
+def _path(kind: str, namespace: str, name: str = "") -> str:
+    prefix, plural = PATHS[kind]
+    namespaced = objects.KINDS[kind][1]
+    base = f"{prefix}/namespaces/{urllib.parse.quote(namespace)}/{plural}" if namespaced and namespace \
+        else f"{prefix}/{plural}"
+    return f"{base}/{urllib.parse.quote(name)}" if name else base
+
+
+class LiveCluster:
+    def __init__(self, api_client: Any, deadline: float, *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
+        self.api = api_client
+        self.deadline = deadline
+        self.sleep, self.clock = sleep, clock
+        self.requests = 0
+
+    # transport --------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+              content_type: str) -> tuple[int, Mapping[str, str], bytes]:
+        import urllib3
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   "User-Agent": "ocl-reconciler"}
+        _, url, headers, _, _ = self.api.param_serialize(
+            method, path, query_params=query, header_params=headers, auth_settings=["BearerToken"])
+        remaining = max(0.1, self.deadline - self.clock())
+        try:
+            resp = self.api.rest_client.request(
+                method, url, headers=headers,
+                body=body,                           # the client serialises it as JSON
+                _request_timeout=(min(remaining, 10.0), min(remaining, 60.0)))
+            data = resp.read()
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            return 0, {}, str(err).encode()
+        except Exception as err:           # ApiException(status=0) for TLS problems
+            if getattr(err, "status", None) == 0:
+                return 0, {}, str(err).encode()
+            raise
+        return resp.status, resp.headers, data
+
+    def _request(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
+                 body: Any = None, content_type: str = "application/json") -> Any:
+        attempt = 0
+        while True:
+            self.requests += 1
+            status, headers, data = self._send(method, path, query or [], body, content_type)
+            if 200 <= status < 300:
+                return json.loads(data) if data else None
+            if status and status not in RETRYABLE:
+                raise _error(status, data, method, path)
+            attempt += 1
+            what = f"HTTP {status}" if status else f"connection error ({_short(data)})"
+            delay = _retry_after(headers) if status else None
+            if delay is None:
+                delay = random.uniform(0, min(5.0, 0.2 * 2 ** attempt))
+            if self.clock() + delay >= self.deadline:
+                where = f"{method} {path}: " if method == "GET" else ""
+                raise Unreachable(f"{where}gave up at the run's deadline after {attempt} "
+                                  f"attempt(s); last: {what}")
+            log.debug("%s %s: %s, retrying in %.2fs", method, path, what, delay)
+            self.sleep(delay)
+
+    # the Cluster protocol -----------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._request("GET", _path(kind, namespace, name))
+        except NotFound:
+            return None
+
+    def list(self, kind: str, namespace: str | None,
+             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+        query: list[tuple[str, str]] = [("limit", str(PAGE))]
+        if selector:
+            query.append(("labelSelector", objects.selector_string(selector)))
+        items: list[dict[str, Any]] = []
+        token = None
+        api_version = objects.KINDS[kind][0]
+        while True:
+            page = self._request("GET", _path(kind, namespace or ""),
+                                 query + ([("continue", token)] if token else []))
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return self._request("POST", _path(obj["kind"], objects.namespace(obj)), body=dict(obj))
+
+    def patch(self, kind: str, namespace: str, name: str,
+              ops: list[dict[str, Any]]) -> dict[str, Any]:
+        return self._request("PATCH", _path(kind, namespace, name), body=list(ops),
+                             content_type="application/json-patch+json")
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return self._request("PUT", _path(obj["kind"], objects.namespace(obj), objects.name(obj)),
+                             body=dict(obj))
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        self._request("DELETE", _path(kind, namespace, name), body=body)
+
+
+def _short(data: bytes) -> str:
+    text = data.decode(errors="replace").strip().splitlines()
+    return text[-1][:200] if text else "no detail"
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = (headers or {}).get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error(status: int, data: bytes, method: str, path: str) -> ClusterError:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = {}
+    message = (body.get("message") if isinstance(body, dict) else None) or _short(data)
+    reason = body.get("reason", "") if isinstance(body, dict) else ""
+    where = f"{method} {path}: " if method == "GET" else ""   # a write's caller names the object
+    text = f"{where}{status} {reason}: {message}".replace(" :", ":")
+    if status == 404:
+        return NotFound(text)
+    if status == 409:
+        return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
+    if status == 422:
+        return Invalid(text)
+    if status in (401, 403):
+        return Forbidden(text)
+    err = ClusterError(text)
+    err.status = status
+    return err
+
+
+def connect(kubeconfig: str | None, context: str | None, timeout: float) -> LiveCluster:
+    """Configuration chosen the way kubectl chooses: --kubeconfig, then $KUBECONFIG (a list),
+    then ~/.kube/config, then the in-cluster service account."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    cfg = client.Configuration()
+    source = kubeconfig or os.environ.get("KUBECONFIG")
+    default = os.path.expanduser("~/.kube/config")
+    try:
+        if source or os.path.exists(default):
+            paths = source or default
+            missing = [p for p in paths.split(os.pathsep) if p and not os.path.exists(p)]
+            if kubeconfig and missing:
+                raise ConnectError(f"kubeconfig {missing[0]} not found")
+            config.load_kube_config(config_file=paths, context=context, client_configuration=cfg,
+                                    persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            raise ConnectError("no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not "
+                               "running in a cluster; pass --snapshot FILE to work offline")
+    except ConfigException as err:
+        raise ConnectError(f"invalid kubeconfig: {str(err).splitlines()[0]}") from None
+    cfg.retries = False                     # our own retries, bounded by the run's deadline
+    return LiveCluster(client.ApiClient(cfg), time.monotonic() + timeout)

@@ -1,0 +1,85 @@
+"""Single-run guard: a coordination.k8s.io/v1 Lease taken at the start of `run` and released at
+the end. A CronJob's `concurrencyPolicy: Forbid` does not cover `kubectl create job --from` or a
+laptop run; the Lease does. Taken by create, or by compare-and-swap over an expired one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconcile import naming, objects
+from reconcile.cluster import AlreadyExists, Cluster, Conflict, NotFound
+
+NAME = "ocl-reconciler"
+log = logging.getLogger("reconcile")
+
+
+def _micro(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=None)
+        except ValueError:
+            continue
+    return None
+
+
+def holder_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def expires(lease: dict[str, Any]) -> datetime | None:
+    spec = lease.get("spec") or {}
+    renewed = _parse(spec.get("renewTime") or spec.get("acquireTime"))
+    if renewed is None:
+        return None
+    return renewed + timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+
+
+def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
+            now: datetime) -> dict[str, Any] | None:
+    """The Lease we now hold, or None when another holder's Lease is live."""
+    naive = now.replace(tzinfo=None)
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": NAME, "namespace": namespace,
+                         "labels": {naming.MANAGED_BY: naming.MANAGER}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                     "acquireTime": _micro(naive), "renewTime": _micro(naive)}}
+    try:
+        return cluster.create(body)
+    except AlreadyExists:
+        pass
+    live = cluster.get("Lease", namespace, NAME)
+    if live is None:                                      # released in between: try once more
+        try:
+            return cluster.create(body)
+        except AlreadyExists:
+            return None
+    until = expires(live)
+    if until is not None and until > naive:
+        log.info("another run holds Lease %s/%s (holder %s, until %sZ): skipped", namespace, NAME,
+                 (live.get("spec") or {}).get("holderIdentity", "?"), until.isoformat(timespec="seconds"))
+        return None
+    taken = dict(body, metadata={**body["metadata"],
+                                 "resourceVersion": objects.meta(live).get("resourceVersion")})
+    try:
+        log.info("took over expired Lease %s/%s", namespace, NAME)
+        return cluster.replace(taken)
+    except Conflict:
+        return None
+
+
+def release(cluster: Cluster, lease: dict[str, Any]) -> None:
+    try:
+        cluster.delete("Lease", objects.namespace(lease), NAME, objects.meta(lease).get("uid"))
+    except (NotFound, Conflict):
+        pass                                              # expired and taken over: not ours now
