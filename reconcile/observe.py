@@ -3,9 +3,10 @@ the rendered MachineConfig and the pull and push secrets only when some pool nee
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from reconcile import lifecycle, naming, settings
 from reconcile.cluster import Cluster

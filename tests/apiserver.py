@@ -18,9 +18,10 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import jsonpatch
 
@@ -565,7 +566,7 @@ class _Handler(BaseHTTPRequestHandler):
         policy = options.get("propagationPolicy") or self.api_query(req, "propagationPolicy") or "Background"
         if policy == "Orphan":
             uid = objects.meta(live).get("uid")
-            for key, obj in list(store.store.items()):
+            for obj in list(store.store.values()):
                 refs = objects.meta(obj).get("ownerReferences") or []
                 if any(r.get("uid") == uid for r in refs):
                     obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]

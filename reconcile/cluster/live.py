@@ -14,11 +14,11 @@ import os
 import random
 import time
 import urllib.parse
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from reconcile import objects
-from reconcile.cluster import (AlreadyExists, ClusterError, Conflict, Forbidden, Invalid, NotFound,
-                               Unreachable)
+from reconcile.cluster import AlreadyExists, ClusterError, Conflict, Forbidden, Invalid, NotFound, Unreachable
 
 log = logging.getLogger("reconcile")
 
