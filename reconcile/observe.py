@@ -1,5 +1,7 @@
-"""Read the live state once: settings by name, one labelled LIST per kind we create, the pools;
-the rendered MachineConfig and the pull and push secrets only when some pool needs a new build."""
+"""Read the live state once, with one LIST per kind: ConfigMaps of the namespace (the settings
+and ours: a handful, so one unlabelled LIST is cheaper than a GET per settings ConfigMap), Pods
+with our label (the namespace also holds a daemon Pod per node), and the pools. The rendered
+MachineConfig and the pull and push secrets are read only when some pool needs a new build."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import lifecycle, naming, settings
+from reconcile import lifecycle, naming, objects, settings
 from reconcile.cluster import Cluster
 from reconcile.plan import PoolPlan
 from reconcile.settings import Settings, SettingsError
@@ -25,8 +27,13 @@ class Observed:
     owned: list[dict[str, Any]]
 
 
-def read_settings(cluster: Cluster, namespace: str) -> Settings | str:
-    cms = {n: cluster.get("ConfigMap", namespace, n) for n in settings.SETTINGS_CONFIGMAPS}
+def read_settings(cluster: Cluster, namespace: str,
+                  configmaps: list[dict[str, Any]] | None = None) -> Settings | str:
+    if configmaps is None:
+        cms = {n: cluster.get("ConfigMap", namespace, n) for n in settings.SETTINGS_CONFIGMAPS}
+    else:
+        by_name = {objects.name(o): o for o in configmaps}
+        cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
     try:
         return settings.read(namespace, cms)
     except SettingsError as err:
@@ -49,9 +56,17 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> lis
     return [o for kind in OWNED_KINDS for o in cluster.list(kind, namespace, selector)]
 
 
+def _ours(obj: dict[str, Any]) -> bool:
+    return objects.matches(naming.SELECTOR, objects.labels(obj))
+
+
 def observe(cluster: Cluster, namespace: str) -> Observed:
-    return Observed(namespace, read_settings(cluster, namespace),
-                    cluster.list("MachineConfigPool", None), list_owned(cluster, namespace))
+    configmaps = cluster.list("ConfigMap", namespace)
+    owned = [o for o in configmaps if _ours(o)] + [
+        o for kind in OWNED_KINDS if kind != "ConfigMap"
+        for o in cluster.list(kind, namespace, naming.SELECTOR)]
+    return Observed(namespace, read_settings(cluster, namespace, configmaps),
+                    cluster.list("MachineConfigPool", None), owned)
 
 
 @dataclass

@@ -277,9 +277,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _body(self) -> Any:
+    def _read_raw(self) -> None:
+        """Read the request body before answering, faults included: a kept-alive connection
+        must not carry an unread body into the next request."""
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        self.raw = self.rfile.read(length) if length else b""
+
+    def _body(self) -> Any:
+        raw = self.raw
         if not raw:
             return None
         if "protobuf" in (self.headers.get("Content-Type") or ""):
@@ -351,6 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         api = self.api
+        self._read_raw()
         try:
             req, res, parts = self._route(method)
         except HttpError as err:

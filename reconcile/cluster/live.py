@@ -50,11 +50,13 @@ def _path(kind: str, namespace: str, name: str = "") -> str:
 
 
 class LiveCluster:
-    def __init__(self, api_client: Any, deadline: float, *, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, api_client: Any, deadline: float, *,
+                 sleep: Callable[[float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.api = api_client
         self.deadline = deadline
-        self.sleep, self.clock = sleep, clock
+        self.sleep = sleep or (lambda seconds: time.sleep(seconds))
+        self.clock = clock
         self.requests = 0
 
     # transport --------------------------------------------------------------------------------
@@ -205,7 +207,12 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float) -> Live
         else:
             raise ConnectError("no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not "
                                "running in a cluster; pass --snapshot FILE to work offline")
-    except ConfigException as err:
-        raise ConnectError(f"invalid kubeconfig: {str(err).splitlines()[0]}") from None
+    except (ConfigException, ValueError, TypeError, KeyError, OSError) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise ConnectError(f"invalid kubeconfig: {first}") from None
+    except Exception as err:            # yaml.YAMLError without importing yaml here
+        if type(err).__module__.startswith("yaml"):
+            raise ConnectError(f"invalid kubeconfig: not valid YAML ({type(err).__name__})") from None
+        raise
     cfg.retries = False                     # our own retries, bounded by the run's deadline
     return LiveCluster(client.ApiClient(cfg), time.monotonic() + timeout)
