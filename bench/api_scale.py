@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Requests per run and wall time of `ocl-reconcile run` against the test API server, for 10, 100
+and 200 pools, in a fresh interpreter each time (interpreter start and imports included).
+
+Three runs per size: creating (every pool needs a build), steady while building (every build
+Pod running, ~280 KB MachineConfig in each pool's ConfigMap), steady when built (nothing left but
+the pools). Targets (issue 3): a steady run makes <= 8 requests whatever the pool count; a steady
+run at 200 pools takes <= 1.5 s wall including interpreter start.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import kubelet  # noqa: E402
+from plan_scale import sample_machineconfig  # noqa: E402
+
+from tests import factory as F  # noqa: E402
+from tests.apiserver import APIServer  # noqa: E402
+
+
+def cluster(n: int, mc: dict) -> list[dict]:
+    items = F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)))
+    out = []
+    for obj in items:
+        if obj["kind"] == "MachineConfig":
+            big = dict(mc, metadata={"name": obj["metadata"]["name"]})
+            out.append(big)
+        else:
+            out.append(obj)
+    return out
+
+
+def timed_run(items: list[dict], tmp: Path) -> tuple[float, int, Counter, list[dict]]:
+    with APIServer(items) as server:
+        kubeconfig = server.kubeconfig(tmp / "kubeconfig")
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "reconcile", "run", "--kubeconfig", kubeconfig],
+                       cwd=ROOT, check=False, capture_output=True,
+                       env=dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z"))
+        wall = time.perf_counter() - start
+        kinds = Counter(f"{r.verb} {r.resource}" for r in server.log)
+        return wall, len(server.log), kinds, server.items()
+
+
+def main() -> int:
+    mc, source = sample_machineconfig()
+    print(f"MachineConfig per pool: {source}")
+    print(f"{'pools':>5}  {'run':<22} {'requests':>8} {'wall':>8}  requests by verb")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (10, 100, 200):
+            items = cluster(n, mc)
+            wall, count, kinds, items = timed_run(items, Path(tmp))
+            print(f"{n:>5}  {'creating':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+            for obj in items:
+                if obj["kind"] == "Pod":
+                    kubelet.set_phase(obj, "Running")
+            wall, _, _, items = timed_run(items, Path(tmp))          # records Building
+            wall, count, kinds, _ = timed_run(items, Path(tmp))
+            print(f"{n:>5}  {'steady, all building':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+            for obj in items:
+                if obj["kind"] == "Pod":
+                    kubelet.set_phase(obj, "Succeeded")
+            _, _, _, items = timed_run(items, Path(tmp))             # records Succeeded, cleans up
+            wall, count, kinds, _ = timed_run(items, Path(tmp))
+            print(f"{n:>5}  {'steady, all built':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
