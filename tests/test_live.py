@@ -141,6 +141,26 @@ def test_connection_resets_and_5xx_are_retried(tmp_path, monkeypatch):
         assert len([o for o in server.items() if o["kind"] == "Pod"]) == 1
 
 
+def test_lost_delete_response_and_latency(tmp_path, monkeypatch):
+    monkeypatch.setattr("reconcile.cluster.live.time.sleep", lambda s: None)
+    with APIServer(F.cluster(), clock=lambda: F.NOW) as server:
+        assert run(server, tmp_path) == 0
+        items = server.items()
+    for obj in items:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Succeeded")
+    with APIServer(items) as server:
+        server.faults += [Fault("drop-response", match=lambda v, r, ns, n: v == "delete" and r == "pods"),
+                          Fault("latency", seconds=0.3, match=lambda v, r, ns, n: r == "machineconfigpools")]
+        assert run(server, tmp_path) == 0
+        deletes = [r for r in server.log if r.verb == "delete" and r.resource == "pods"]
+        assert len(deletes) == 2                          # retried; the 404 counts as done
+        assert [o for o in server.items() if o["kind"] in ("Pod", "ConfigMap")
+                and o["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by")] == []
+        a = server.store.get("MachineConfigPool", "", "worker")["metadata"]["annotations"]
+        assert a[A.STATE] == A.SUCCEEDED
+
+
 def test_503_storm_ends_at_the_deadline_with_a_clear_error(tmp_path, capsys):
     with APIServer(F.cluster()) as server:
         server.faults.append(Fault("status", code=503, match=lambda *a: True, times=0))
