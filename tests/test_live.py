@@ -183,11 +183,15 @@ def test_503_storm_on_writes_is_recorded_per_pool(tmp_path, capsys, monkeypatch)
         assert "pool worker: create Pod/" in err and "gave up at the run's deadline" in err
 
 
+def a_lease(holder, duration, age):
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease.NAME, "namespace": F.NS, "uid": holder, "resourceVersion": "5"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                     "renewTime": (F.NOW - age).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
 def test_live_lease_makes_a_second_run_skip(tmp_path, capsys):
-    held = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": lease.NAME, "namespace": F.NS, "uid": "other", "resourceVersion": "5"},
-            "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 300,
-                     "renewTime": (F.NOW - timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+    held = a_lease("someone-else", 300, timedelta(seconds=10))
     with APIServer(F.cluster(extra=[held])) as server:
         assert run(server, tmp_path) == 0
         assert [(r.verb, r.resource) for r in server.log] == [("create", "leases"), ("get", "leases")]
@@ -196,10 +200,7 @@ def test_live_lease_makes_a_second_run_skip(tmp_path, capsys):
 
 
 def test_expired_lease_is_taken_over_and_released(tmp_path):
-    stale = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-             "metadata": {"name": lease.NAME, "namespace": F.NS, "uid": "old", "resourceVersion": "5"},
-             "spec": {"holderIdentity": "crashed-run", "leaseDurationSeconds": 60,
-                      "renewTime": (F.NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+    stale = a_lease("crashed-run", 60, timedelta(hours=1))
     with APIServer(F.cluster(extra=[stale])) as server:
         assert run(server, tmp_path) == 0
         verbs = [(r.verb, r.resource) for r in server.log if r.resource == "leases"]
