@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Plays the kubelet on a snapshot: moves build Pods to a phase and writes the container status a
-kubelet would (termination message = the digest on success, the last log lines on failure).
+"""Plays the kubelet (and OpenShift's build controller) on a snapshot: moves build Pods and Builds
+to a phase and writes the status they would (for a Pod, the termination message = the digest on
+success, the last log lines on failure; for a Build, status.output.to.imageDigest or logSnippet).
 
     python3 examples/kubelet.py IN.yaml OUT.yaml --pool worker=Succeeded --pool infra=Failed
 
@@ -28,8 +29,27 @@ def digest_for(pod_name: str) -> str:
     return "sha256:" + hashlib.sha256(pod_name.encode()).hexdigest()
 
 
-def set_phase(pod: dict, phase: str, digest: str | None = None, log: str = FAILURE_LOG) -> dict:
-    """Give `pod` the status a kubelet reports for `phase` (in place; returned for chaining)."""
+BUILD_PHASES = {"Pending": "New", "Running": "Running", "Succeeded": "Complete", "Failed": "Failed"}
+
+
+def set_build_phase(build: dict, phase: str, digest: str | None = None, log: str = FAILURE_LOG) -> dict:
+    """Give `build` the status OpenShift's build controller reports for the Pod-style `phase`."""
+    status: dict = {"phase": BUILD_PHASES.get(phase, phase)}
+    if phase == "Succeeded":
+        status["output"] = {"to": {"imageDigest": digest if digest is not None
+                                   else digest_for(objects.name(build))}}
+    elif phase == "Failed":
+        status.update(reason="DockerBuildFailed", message="Docker build strategy has failed.",
+                      logSnippet=log)
+    build["status"] = status
+    return build
+
+
+def set_phase(obj: dict, phase: str, digest: str | None = None, log: str = FAILURE_LOG) -> dict:
+    """Give a build Pod (or Build) the status reported for `phase` (in place; returned)."""
+    if obj.get("kind") == "Build":
+        return set_build_phase(obj, phase, digest, log)
+    pod = obj
     container = pod["spec"]["containers"][0]["name"]
     status: dict = {"phase": phase}
     if phase == "Running":
@@ -51,7 +71,7 @@ def apply(items: list[dict], phases: dict[str, str]) -> int:
     changed = 0
     for obj in items:
         pool = objects.labels(obj).get(naming.POOL_LABEL)
-        if obj.get("kind") == "Pod" and pool in phases:
+        if obj.get("kind") in ("Pod", "Build") and pool in phases:
             set_phase(obj, phases[pool])
             changed += 1
     return changed

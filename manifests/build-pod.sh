@@ -4,7 +4,12 @@ set -eu
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
 cp -L "$MACHINECONFIG_DIR/machineconfig.json.gz" "$CONTEXT_DIR/machineconfig/machineconfig.json.gz"
-buildah build \
+# Build inputs (Secrets and ConfigMaps found by label) are mounted into every RUN step.
+set --
+for path in ${BUILD_VOLUMES:-}; do
+  set -- "$@" --volume "$path:$path:ro"
+done
+buildah build "$@" \
   --storage-driver "$STORAGE_DRIVER" \
   --isolation "$BUILDAH_ISOLATION" \
   --authfile "$BASE_IMAGE_PULL_CREDS" \

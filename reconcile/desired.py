@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import encoding, naming, templates
+from reconcile import auth, buildinputs, encoding, naming, templates
 from reconcile.builders.base import BuildContext
 from reconcile.settings import Settings
 
@@ -70,35 +70,67 @@ class Names:
     dockerfile: str
     machineconfig: str
     build: str
+    pull_auth: str
+    push_auth: str
 
 
 def names(inp: BuildInputs) -> Names:
     bid = inp.build_id
-    return Names(naming.object_name("dockerfile", inp.pool, bid),
-                 naming.object_name("mc", inp.pool, bid),
-                 naming.object_name("build", inp.pool, bid))
+    return Names(*(naming.object_name(role, inp.pool, bid)
+                   for role in ("dockerfile", "mc", "build", "pull", "push")))
+
+
+@dataclass(frozen=True)
+class Material:
+    """What a new build needs beyond the settings and the MachineConfig, read only when one is
+    due: the pull and push Secrets (by name) and the labelled build inputs."""
+    secrets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    inputs: buildinputs.Inputs = field(default_factory=buildinputs.Inputs)
+    problem: str | None = None          # blocks every new build (bad secret, clashing inputs)
 
 
 def build_ref(builder: Any, namespace: str, inp: BuildInputs) -> str:
     return f"{builder.kind}/{namespace}/{names(inp).build}"
 
 
-def dockerfile(inp: BuildInputs) -> str:
+def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
     values = asdict(inp)
-    labels = [{"name": row["name"], "value": values[row["input"]]}
-              for row in templates.table("image-labels.yaml")]
+    return [{"name": row["name"], "value": values[row["input"]]}
+            for row in templates.table("image-labels.yaml")]
+
+
+def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None) -> str:
+    inputs = inputs or buildinputs.Inputs()
     try:
         return templates.render_text(
             "Dockerfile.j2", pool=inp.pool, rendered_config=inp.rendered_config,
-            base_image=inp.base_image, image_labels=labels,
+            base_image=inp.base_image, image_labels=image_labels(inp),
+            input_types=sorted(inputs.types), input_mounts=inputs.mounts,
             custom_content=inp.custom_dockerfile.strip("\n"))
     except templates.TemplateValueError as err:
         raise Blocked(f"Dockerfile for pool {inp.pool}: {err}") from None
 
 
+def _auth_secret(name: str, configured: str, role: str, material: Material,
+                 common: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Our own copy of the registry auth when the configured secret is legacy or inputs merge."""
+    source = material.secrets.get(configured)
+    extras = material.inputs.merge.get(role, ())
+    if source is None or not auth.needs_own(source, extras):
+        return None
+    try:
+        data = auth.merged(source, extras)
+    except auth.AuthError as err:
+        raise Blocked(str(err)) from None
+    return templates.render_object("secret-auth.yaml.j2", name=name, data=templates.Opaque(data),
+                                   source=configured, **common)
+
+
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
-            machineconfig: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The two ConfigMaps and the build object, in creation order. Raises Blocked."""
+            machineconfig: Mapping[str, Any], material: Material | None = None) -> list[dict[str, Any]]:
+    """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order.
+    Raises Blocked."""
+    material = material or Material()
     encoded = encoding.encode(machineconfig)
     if len(encoded) > encoding.CONFIGMAP_LIMIT:
         raw = len(encoding.json_bytes(machineconfig))
@@ -109,13 +141,20 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations={A.RENDERED: inp.rendered_config}, owner=naming.owner_reference(pool))
     dockerfile_cm = templates.render_object(
-        "configmap.yaml.j2", name=n.dockerfile, data={"Dockerfile": dockerfile(inp)}, **common)
+        "configmap.yaml.j2", name=n.dockerfile,
+        data={"Dockerfile": dockerfile(inp, material.inputs)}, **common)
     mc_cm = templates.render_object(
         "configmap.yaml.j2", name=n.machineconfig,
         data={"machineconfig.json.gz": templates.Opaque(encoded)}, **common)
+    secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
+                           _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
+    own = {s["metadata"]["name"] for s in secrets}
     ctx = BuildContext(
         pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
-        machineconfig_configmap=n.machineconfig, pull_secret=inp.pull_secret,
-        push_secret=inp.push_secret, buildah_image=settings.buildah_image, **common)
-    return [dockerfile_cm, mc_cm, builder.render(ctx)]
+        machineconfig_configmap=n.machineconfig,
+        pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
+        push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
+        buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
+        input_env=material.inputs.env, input_mounts=material.inputs.mounts, **common)
+    return [dockerfile_cm, mc_cm, *secrets, builder.render(ctx)]

@@ -81,7 +81,7 @@ def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
         have = live.get((obj["kind"], objects.name(obj)))
         if have is None:
             plan.actions.append(Action("create", obj))
-        elif obj["kind"] == "ConfigMap":
+        elif obj["kind"] in ("ConfigMap", "Secret"):
             ops = patches.content_ops(have, obj)
             if ops:
                 plan.actions.append(Action("patch", dict(have), tuple(patches.guarded(have, ops)),
@@ -90,12 +90,12 @@ def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
 
 def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
               now: datetime, machineconfig: Mapping[str, Any] | None = None,
-              secrets_problem: str | None = None) -> PoolPlan:
+              material: desired.Material | None = None) -> PoolPlan:
     """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
 
     Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
-    was not given; call again with it (or MISSING) and with what is wrong with the pull and push
-    secrets, if anything: they matter only to a new build, so only then are they read."""
+    was not given; call again with it (or MISSING) and the build material (secrets, labelled
+    inputs): they matter only to a new build, so only then are they read."""
     if isinstance(settings, str):
         return blocked(pool, settings, now)
     builder = builders.for_type(settings.builder_type)
@@ -136,7 +136,8 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
                     **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config})
             _delete(plan, current + stale)
         else:
-            message = status.message or _interrupted(ann, ref)
+            kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""
+            message = status.message or _interrupted(ann, ref) or kept
             _delete(plan, stale)
             _record(plan, pool, now, status.state, message, **base)
         return plan
@@ -151,18 +152,20 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
     if machineconfig is None:
         plan.needs_machineconfig = inp.rendered_config
         return plan
-    if secrets_problem:
-        return blocked(pool, secrets_problem, now)
+    material = material or desired.Material()
+    if material.problem:
+        return blocked(pool, material.problem, now)
     if machineconfig is MISSING:
         return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
     try:
-        want = desired.objects(settings, pool, inp, builder, machineconfig)
+        want = desired.objects(settings, pool, inp, builder, machineconfig, material)
     except desired.Blocked as err:
         return blocked(pool, str(err), now)
     _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
     _delete(plan, stale)
     handled = {A.REBUILD_HANDLED: ann[A.REBUILD]} if ann.get(A.REBUILD) else {}
-    _record(plan, pool, now, A.PENDING, _interrupted(ann, ref), **base, **handled)
+    message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
+    _record(plan, pool, now, A.PENDING, message, **base, **handled)
     return plan
 
 
@@ -173,7 +176,7 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
                  owned: list[Mapping[str, Any]], now: datetime,
                  machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = (), secrets_problem: str | None = None) -> list[PoolPlan]:
+                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
     """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
 
     `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
@@ -191,7 +194,7 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
         if opted_in(pool):
             rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
             mc = (machineconfigs or {}).get(rendered) if rendered else None
-            plans.append(plan_pool(settings, pool, mine, now, mc, secrets_problem))
+            plans.append(plan_pool(settings, pool, mine, now, mc, material))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             plans.append(opt_out(pool, mine))
     for name, orphans in sorted(by_pool.items()):

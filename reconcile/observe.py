@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import lifecycle, naming, objects, settings
-from reconcile.cluster import Cluster
+from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, settings
+from reconcile.cluster import Cluster, NotFound
 from reconcile.plan import PoolPlan
 from reconcile.settings import Settings, SettingsError
 
-#: Kinds whose objects we create, hence LIST with our selector.
-OWNED_KINDS = ("ConfigMap", "Pod")
+#: Kinds whose objects we create, hence LIST with our selector (ConfigMaps come from the full LIST).
+OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
 
 
 @dataclass
@@ -25,6 +25,7 @@ class Observed:
     settings: Settings | str
     pools: list[dict[str, Any]]
     owned: list[dict[str, Any]]
+    configmaps: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_settings(cluster: Cluster, namespace: str,
@@ -40,20 +41,45 @@ def read_settings(cluster: Cluster, namespace: str,
         return str(err)
 
 
-def secrets_problem(cluster: Cluster, found: Settings) -> str | None:
+def read_material(cluster: Cluster, found: Settings,
+                  configmaps: list[dict[str, Any]]) -> desired.Material:
+    """The pull and push secrets and the labelled build inputs (Secrets by two labelled LISTs,
+    ConfigMaps from the namespace LIST already made)."""
+    secrets: dict[str, dict[str, Any]] = {}
     try:
         for key, name in (("baseImagePullSecretName", found.pull_secret),
                           ("finalImagePushSecretName", found.push_secret)):
-            settings.check_secret(key, name, cluster.get("Secret", found.namespace, name),
-                                  found.namespace)
+            secret = secrets.get(name) or cluster.get("Secret", found.namespace, name)
+            settings.check_secret(key, name, secret, found.namespace)
+            secrets[name] = secret
     except SettingsError as err:
-        return str(err)
-    return None
+        return desired.Material(problem=str(err))
+    labelled: dict[tuple[str, str], dict[str, Any]] = {}
+    for label in buildinputs.LABELS:
+        for obj in cluster.list("Secret", found.namespace, {label: None}):
+            labelled[("Secret", objects.name(obj))] = obj
+    for obj in configmaps:
+        if buildinputs.input_type(obj) is not None:
+            labelled[("ConfigMap", objects.name(obj))] = obj
+    try:
+        inputs = buildinputs.discover(labelled.values(), *builders.reserved())
+    except buildinputs.Conflict as err:
+        return desired.Material(secrets, problem=str(err))
+    return desired.Material(secrets, inputs)
+
+
+def _list_optional(cluster: Cluster, kind: str, namespace: str,
+                   selector: dict[str, str | None]) -> list[dict[str, Any]]:
+    """A LIST of a kind whose API group a cluster may not serve (Builds on plain Kubernetes)."""
+    try:
+        return cluster.list(kind, namespace, selector)
+    except NotFound:
+        return []
 
 
 def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> list[dict[str, Any]]:
     selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: pool} if pool else {}))
-    return [o for kind in OWNED_KINDS for o in cluster.list(kind, namespace, selector)]
+    return [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
 
 
 def _ours(obj: dict[str, Any]) -> bool:
@@ -64,9 +90,9 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace)
     owned = [o for o in configmaps if _ours(o)] + [
         o for kind in OWNED_KINDS if kind != "ConfigMap"
-        for o in cluster.list(kind, namespace, naming.SELECTOR)]
+        for o in _list_optional(cluster, kind, namespace, naming.SELECTOR)]
     return Observed(namespace, read_settings(cluster, namespace, configmaps),
-                    cluster.list("MachineConfigPool", None), owned)
+                    cluster.list("MachineConfigPool", None), owned, configmaps)
 
 
 @dataclass
@@ -78,27 +104,25 @@ class Planner:
     now: datetime
     only: Iterable[str] = ()
     machineconfigs: dict[str, Any] = field(default_factory=dict)
-    secrets: str | None = None
-    _secrets_read: bool = False
+    material: desired.Material | None = None
 
-    def _material(self, wanted: Iterable[str]) -> None:
+    def _read(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
             self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or lifecycle.MISSING
-        if not self._secrets_read and isinstance(self.seen.settings, Settings):
-            self.secrets = secrets_problem(self.cluster, self.seen.settings)
-            self._secrets_read = True
+        if self.material is None and isinstance(self.seen.settings, Settings):
+            self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps)
 
     def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
               ) -> list[PoolPlan]:
         only = list(only)
         plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                       self.machineconfigs, only, self.secrets)
+                                       self.machineconfigs, only, self.material)
         wanted = {p.needs_machineconfig for p in plans if p.needs_machineconfig}
         if not wanted:
             return plans
-        self._material(wanted)
+        self._read(wanted)
         return lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                      self.machineconfigs, only, self.secrets)
+                                      self.machineconfigs, only, self.material)
 
     def plan(self) -> list[PoolPlan]:
         return self._plan(self.seen.pools, self.seen.owned, self.only)

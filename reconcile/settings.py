@@ -6,8 +6,6 @@ one-line reason that blocks every opted-in pool (it is not fatal: other work and
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -104,22 +102,21 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
 
 def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
                  namespace: str) -> None:
-    """The build mounts `.dockerconfigjson` of each secret; say clearly when that cannot work.
-
-    Values are looked at (decoded JSON must be an object) but never put in a message."""
+    """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
+    we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
+    from reconcile import auth
     if secret is None:
         raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
                             f"{settings_key!r}) not found")
     data = secret.get("data") or {}
-    if ".dockerconfigjson" not in data:
+    if not {".dockerconfigjson", ".dockercfg"} & set(data):
         kind = secret.get("type", "Opaque")
         raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
                             f"{settings_key!r}) is of type {kind} without key .dockerconfigjson; "
                             f"want type {DOCKERCONFIGJSON}")
     try:
-        parsed = json.loads(base64.b64decode(data[".dockerconfigjson"], validate=True) or b"null")
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict) or not parsed:
-        raise SettingsError(f"Secret {namespace}/{secret_name}: key .dockerconfigjson is empty "
-                            f"or not a JSON object")
+        auth.auths(secret)
+    except auth.AuthError:
+        key = ".dockerconfigjson" if ".dockerconfigjson" in data else ".dockercfg"
+        raise SettingsError(f"Secret {namespace}/{secret_name}: key {key} is empty "
+                            f"or not a JSON object") from None

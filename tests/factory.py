@@ -14,6 +14,9 @@ from reconcile import annotations as A
 NS = "openshift-machine-config-operator"
 MCO = "machineconfiguration.openshift.io"
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+#: imageBuilderType of build_config(); suites run for both builders by patching it.
+BUILDER = "custom-pod-builder"
+BUILD_KINDS = {"custom-pod-builder": "Pod", "openshift-image-builder": "Build"}
 REPO = "registry.example.com:5000/ocl/os-image"
 BASE = "quay.io/ocp/base@sha256:" + "a" * 64
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +31,7 @@ def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
 
 def build_config(**overrides: str | None) -> dict[str, Any]:
     data = {"baseImagePullSecretName": "pull-secret", "finalImagePushSecretName": "push-secret",
-            "finalImagePullspec": f"{REPO}:latest", "imageBuilderType": "custom-pod-builder"}
+            "finalImagePullspec": f"{REPO}:latest", "imageBuilderType": BUILDER}
     data.update(overrides)
     return configmap("on-cluster-build-config", {k: v for k, v in data.items() if v is not None})
 

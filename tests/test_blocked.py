@@ -42,8 +42,6 @@ CASES = {
                            "ConfigMap machine-config-osimageurl: key 'baseOSContainerImage': image reference 'quay.io/x y' contains whitespace"),
     "unknown builder": (with_settings(F.build_config(imageBuilderType="kaniko")),
                         "ConfigMap on-cluster-build-config: key 'imageBuilderType': unknown builder 'kaniko' (want one of custom-pod-builder, openshift-image-builder)"),
-    "openshift builder not yet": (with_settings(F.build_config(imageBuilderType="openshift-image-builder")),
-                                  "imageBuilderType 'openshift-image-builder' is not supported yet; use custom-pod-builder"),
     "pull secret absent": (without("Secret", "pull-secret"),
                            "Secret openshift-machine-config-operator/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
     "push secret wrong type": (with_settings(F.secret("push-secret", type_="Opaque", key="password")),

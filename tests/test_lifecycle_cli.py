@@ -12,12 +12,19 @@ from reconcile import encoding
 from tests import factory as F
 
 
+@pytest.fixture(autouse=True, params=sorted(F.BUILD_KINDS))
+def builder(request, monkeypatch):
+    """Every scenario runs for both image builders."""
+    monkeypatch.setattr(F, "BUILDER", request.param)
+    return F.BUILD_KINDS[request.param]
+
+
 def ann(items, pool="worker"):
     return F.the_pool(items, pool)["metadata"]["annotations"]
 
 
 def build_pod(items, pool="worker"):
-    pods = [o for o in F.owned(items, pool) if o["kind"] == "Pod"]
+    pods = [o for o in F.owned(items, pool) if o["kind"] == F.BUILD_KINDS[F.BUILDER]]
     assert len(pods) == 1, pods
     return pods[0]
 
@@ -38,15 +45,15 @@ def started(any_cli, *pools):
 def finish(items, pool, phase, **kw):
     items = copy.deepcopy(items)
     for obj in F.owned(items, pool):
-        if obj["kind"] == "Pod":
+        if obj["kind"] in ("Pod", "Build"):
             kubelet.set_phase(obj, phase, **kw)
     return items
 
 
-def test_opt_in_creates_configmaps_and_pod_and_records_pending(any_cli):
+def test_opt_in_creates_configmaps_and_build_and_records_pending(any_cli, builder):
     items = started(any_cli)
     mine = F.owned(items, "worker")
-    assert sorted(o["kind"] for o in mine) == ["ConfigMap", "ConfigMap", "Pod"]
+    assert sorted(o["kind"] for o in mine) == sorted(["ConfigMap", "ConfigMap", builder])
     pool = F.the_pool(items)
     for obj in mine:
         labels = obj["metadata"]["labels"]
@@ -61,7 +68,7 @@ def test_opt_in_creates_configmaps_and_pod_and_records_pending(any_cli):
     a = ann(items)
     assert a[A.STATE] == A.PENDING
     assert a[A.RENDERED] == "rendered-worker-1"
-    assert a[A.BUILD] == f"Pod/{F.NS}/{build_pod(items)['metadata']['name']}"
+    assert a[A.BUILD] == f"{build_pod(items)['kind']}/{F.NS}/{build_pod(items)['metadata']['name']}"
     assert a[A.MESSAGE] == ""
     assert a[A.TRANSITION] == "2026-11-29T12:00:00Z"
     assert a["example.com/keep"] == "theirs"
@@ -123,7 +130,7 @@ def test_failure_reason_is_last_log_line_and_no_recreation(any_cli):
     assert code == 0                                   # a failed build is a recorded outcome
     a = ann(failed)
     assert a[A.STATE] == A.FAILED
-    assert a[A.MESSAGE].endswith("failed (exit code 1): Error: boom at STEP 3")
+    assert a[A.MESSAGE].endswith(": Error: boom at STEP 3")
     assert "\n" not in a[A.MESSAGE]
     assert len(F.owned(failed, "worker")) == 3         # kept for debugging
     code, again, _ = any_cli.run(failed)
@@ -195,9 +202,9 @@ def test_rebuild_request_after_failure_builds_again(any_cli):
     assert len(F.owned(after)) == 3                    # the failed build's objects were replaced
 
 
-def test_build_pod_deleted_while_building_is_interrupted(any_cli):
+def test_build_pod_deleted_while_building_is_interrupted(any_cli, builder):
     building = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
-    gone = [o for o in building if o["kind"] != "Pod"]
+    gone = [o for o in building if o["kind"] != builder]
     code, after, _ = any_cli.run(gone)
     assert code == 0
     assert ann(after)[A.STATE] == A.INTERRUPTED
@@ -256,3 +263,17 @@ def test_pool_filter_only_touches_named_pools(any_cli):
     assert A.STATE not in ann(after, "worker")
     assert ann(after, "infra")[A.STATE] == A.PENDING
     assert F.owned(after, "worker") == []
+
+
+def test_changing_builder_type_mid_build_interrupts_and_starts_the_other(any_cli, builder):
+    building = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
+    old_ref = ann(building)[A.BUILD]
+    other = next(t for t, k in F.BUILD_KINDS.items() if k != builder)
+    switched = copy.deepcopy(building)
+    F.find(switched, "ConfigMap", "on-cluster-build-config")[0]["data"]["imageBuilderType"] = other
+    code, after, _ = any_cli.run(switched)
+    assert code == 0
+    a = ann(after)
+    assert a[A.STATE] == A.PENDING and a[A.MESSAGE] == f"interrupted {old_ref}: build inputs changed"
+    assert a[A.BUILD].startswith(f"{F.BUILD_KINDS[other]}/")
+    assert sorted(o["kind"] for o in F.owned(after)) == sorted(["ConfigMap", "ConfigMap", F.BUILD_KINDS[other]])

@@ -48,9 +48,10 @@ def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n):
         assert run(server, tmp_path) == 0
         reads = [(r.verb, r.resource) for r in server.log if r.resource != "leases"]
         guard = [(r.verb, r.resource) for r in server.log if r.resource == "leases"]
-        assert sorted(reads) == [("list", "configmaps"), ("list", "machineconfigpools"), ("list", "pods")]
+        assert sorted(reads) == [("list", "builds"), ("list", "configmaps"), ("list", "machineconfigpools"),
+                                 ("list", "pods"), ("list", "secrets")]
         assert guard == [("create", "leases"), ("delete", "leases")]
-        assert len(server.log) == 5
+        assert len(server.log) == 7
         assert server.items() == items
 
 
@@ -60,6 +61,9 @@ def test_creating_run_reads_one_machineconfig_per_pool(tmp_path):
         gets = sorted((r.resource, r.name) for r in server.log if r.verb == "get")
         assert gets == [("machineconfigs", f"rendered-pool{i}-1") for i in range(3)] + [
             ("secrets", "pull-secret"), ("secrets", "push-secret")]
+        input_lists = [r.query.get("labelSelector") for r in server.log if r.verb == "list" and r.resource == "secrets"]
+        assert input_lists == ["app.kubernetes.io/managed-by=ocl-reconciler", "ocl-reconciler.io/build-input",
+                               "coreos-assembler.coreos.com/secret"]
         creates = [r.resource for r in server.log if r.verb == "create"]
         assert creates.count("pods") == 3 and creates.count("configmaps") == 6
 

@@ -4,8 +4,10 @@ of its status as (state, digest, message). A builder is only these two functions
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from reconcile.buildinputs import Mount
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,9 @@ class BuildContext:
     pull_secret: str
     push_secret: str
     buildah_image: str
+    image_labels: tuple[Mapping[str, str], ...] = ()
+    input_env: tuple[Mapping[str, Any], ...] = ()
+    input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)

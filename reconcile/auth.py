@@ -1,0 +1,54 @@
+"""Registry credentials for a build: the configured pull or push secret, converted from the legacy
+`kubernetes.io/dockercfg` form and merged with labelled `pull-secret`/`push-secret` inputs when
+there is anything to convert or merge (as the MCO canonicalises legacy secrets). The result is a
+Secret we own, per build; otherwise the configured secret is used as it is. Values stay in Secrets."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
+_KEYS = (".dockerconfigjson", ".dockercfg", "docker.json", "docker.cfg")
+
+
+class AuthError(ValueError):
+    """The secret holds no usable registry auth; the message names it, never its content."""
+
+
+def auths(secret: Mapping[str, Any]) -> dict[str, Any]:
+    """The `auths` map of a dockerconfigjson, dockercfg (legacy: the map itself) or cosa secret."""
+    data = secret.get("data") or {}
+    name = (secret.get("metadata") or {}).get("name", "?")
+    for key in _KEYS:
+        if key not in data:
+            continue
+        try:
+            parsed = json.loads(base64.b64decode(data[key], validate=True) or b"null")
+        except ValueError:
+            raise AuthError(f"Secret {name}: key {key} is not base64-encoded JSON") from None
+        if not isinstance(parsed, dict) or not parsed:
+            raise AuthError(f"Secret {name}: key {key} is empty or not a JSON object")
+        if isinstance(parsed.get("auths"), dict):
+            return dict(parsed["auths"])
+        if key in (".dockercfg", "docker.cfg"):
+            return dict(parsed)
+        raise AuthError(f"Secret {name}: key {key} has no \"auths\" object")
+    raise AuthError(f"Secret {name} has none of the keys {', '.join(_KEYS)}")
+
+
+def needs_own(secret: Mapping[str, Any], extras: Iterable[Mapping[str, Any]]) -> bool:
+    return secret.get("type") != DOCKERCONFIGJSON or ".dockerconfigjson" not in (secret.get("data") or {}) \
+        or any(True for _ in extras)
+
+
+def merged(secret: Mapping[str, Any], extras: Iterable[Mapping[str, Any]]) -> str:
+    """base64 of the merged dockerconfigjson: the configured secret's entries win on a clash."""
+    combined: dict[str, Any] = {}
+    for extra in extras:
+        combined.update(auths(extra))
+    combined.update(auths(secret))
+    text = json.dumps({"auths": dict(sorted(combined.items()))}, sort_keys=True)
+    return base64.b64encode(text.encode()).decode()

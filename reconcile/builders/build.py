@@ -1,0 +1,44 @@
+"""openshift-image-builder: a build.openshift.io/v1 Build with the Docker strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile import annotations as A
+from reconcile import imageref, objects, templates
+from reconcile.builders.base import BuildContext, BuildStatus
+
+kind = "Build"
+api_version = "build.openshift.io/v1"
+_STATES = {"New": A.PENDING, "Pending": A.PENDING, "Running": A.BUILDING}
+_FAILED = ("Failed", "Error", "Cancelled")
+
+
+def render(ctx: BuildContext) -> dict[str, Any]:
+    return templates.render_object("build-openshift.yaml.j2", **vars(ctx))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def read_status(build: Mapping[str, Any]) -> BuildStatus:
+    status = build.get("status") or {}
+    phase = status.get("phase") or "New"
+    where = objects.ref(build)
+    if phase in _STATES:
+        return BuildStatus(_STATES[phase])
+    if phase == "Complete":
+        digest = ((status.get("output") or {}).get("to") or {}).get("imageDigest") or ""
+        if imageref.SHA256_DIGEST.match(digest):
+            return BuildStatus(A.SUCCEEDED, digest=digest)
+        return BuildStatus(A.FAILED, message=f"build {where} completed without a sha256 digest "
+                                             "in status.output.to.imageDigest")
+    if phase in _FAILED:
+        parts = [p for p in (status.get("reason"), status.get("message"),
+                             _last_line(status.get("logSnippet", ""))) if p]
+        detail = ": ".join(parts) or "no reason given"
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {detail}"))
+    return BuildStatus(A.PENDING)
