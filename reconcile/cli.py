@@ -154,11 +154,16 @@ def cmd_render(args, now: datetime) -> int:
     cluster = _cluster(args, now)
     try:
         seen = observe.observe(cluster, args.namespace)
-        objs, problems = render.render(seen.settings, seen.pools,
-                                       lambda n: cluster.get("MachineConfig", "", n), only=args.pool)
+        material = (observe.read_material(cluster, seen.settings, seen.configmaps)
+                    if not isinstance(seen.settings, str) else None)
+        objs, problems, notes = render.render(seen.settings, seen.pools,
+                                              lambda n: cluster.get("MachineConfig", "", n),
+                                              material, only=args.pool)
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     return EXIT_BLOCKED if problems else EXIT_OK

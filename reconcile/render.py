@@ -1,4 +1,5 @@
-"""`render`: the desired build objects of every opted-in pool's current inputs, nothing applied."""
+"""`render`: the desired build objects of every opted-in pool's current inputs, nothing applied.
+Secrets we would create (registry auth) are named on stderr, never printed."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from reconcile.settings import Settings
 
 def render(settings: Settings | str, pools: Iterable[Mapping[str, Any]],
            get_machineconfig: Callable[[str], Mapping[str, Any] | None],
-           only: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str]]:
-    """(objects, problems): problems are one line per pool that cannot be rendered."""
+           material: desired.Material | None = None,
+           only: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(objects, problems, notes): a problem is a pool that cannot be rendered; a note is said
+    on stderr without failing (an object left out because it holds credentials)."""
     selected = set(only)
     out: list[dict[str, Any]] = []
     problems: list[str] = []
+    notes: list[str] = []
     for pool in sorted(pools, key=objects.name):
         name = objects.name(pool)
         if not lifecycle.opted_in(pool) or (selected and name not in selected):
@@ -23,16 +27,20 @@ def render(settings: Settings | str, pools: Iterable[Mapping[str, Any]],
         if isinstance(settings, str):
             problems.append(f"pool {name}: {settings}")
             continue
-        builder = builders.for_type(settings.builder_type)
-        if builder is None:
-            problems.append(f"pool {name}: imageBuilderType {settings.builder_type!r} is not supported yet")
+        if material is not None and material.problem:
+            problems.append(f"pool {name}: {material.problem}")
             continue
+        builder = builders.for_type(settings.builder_type)
         try:
             inp = desired.inputs(settings, pool)
             mc = get_machineconfig(inp.rendered_config)
             if mc is None:
                 raise desired.Blocked(f"MachineConfig {inp.rendered_config} not found")
-            out.extend(desired.objects(settings, pool, inp, builder, mc))
+            for obj in desired.objects(settings, pool, inp, builder, mc, material):
+                if obj.get("kind") == "Secret":
+                    notes.append(f"pool {name}: {objects.ref(obj)} not shown: it holds credentials")
+                else:
+                    out.append(obj)
         except desired.Blocked as err:
             problems.append(f"pool {name}: {err}")
-    return out, problems
+    return out, problems, notes
