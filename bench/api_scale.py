@@ -54,6 +54,10 @@ def timed_run(items: list[dict], tmp: Path) -> tuple[float, int, Counter, list[d
         return wall, len(server.log), kinds, server.items()
 
 
+def report(n: int, label: str, count: int, wall: float, kinds: Counter) -> None:
+    print(f"{n:>5}  {label:<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+
+
 def main() -> int:
     mc, source = sample_machineconfig()
     print(f"MachineConfig per pool: {source}")
@@ -62,19 +66,19 @@ def main() -> int:
         for n in (10, 100, 200):
             items = cluster(n, mc)
             wall, count, kinds, items = timed_run(items, Path(tmp))
-            print(f"{n:>5}  {'creating':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+            report(n, "creating", count, wall, kinds)
             for obj in items:
                 if obj["kind"] == "Pod":
                     kubelet.set_phase(obj, "Running")
             wall, _, _, items = timed_run(items, Path(tmp))          # records Building
             wall, count, kinds, _ = timed_run(items, Path(tmp))
-            print(f"{n:>5}  {'steady, all building':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+            report(n, "steady, all building", count, wall, kinds)
             for obj in items:
                 if obj["kind"] == "Pod":
                     kubelet.set_phase(obj, "Succeeded")
             _, _, _, items = timed_run(items, Path(tmp))             # records Succeeded, cleans up
             wall, count, kinds, _ = timed_run(items, Path(tmp))
-            print(f"{n:>5}  {'steady, all built':<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+            report(n, "steady, all built", count, wall, kinds)
     return 0
 
 
