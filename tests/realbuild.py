@@ -1,0 +1,202 @@
+"""Harness for the realbuild suite: a local registry, a tiny base OS image, and the build Pod we
+generate executed for real with the host's buildah (its volumes materialised under a temporary
+root, its env taken from the pod spec with paths pointed at that root)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TOOLS = ("buildah", "skopeo", "docker-registry", "busybox", "jq")
+INSTALL = "apt-get install buildah docker-registry skopeo busybox-static jq"
+#: .ci/run sets this so that a missing tool fails the suite instead of skipping it.
+REQUIRE = "OCL_REALBUILD"
+
+IGNITION_STANDIN = """#!/bin/sh
+# Stand-in for the ignition binary: records how it was called and the config it was given.
+mkdir -p /var/lib/ocl-standins
+echo "$(basename "$0") $*" >> /var/lib/ocl-standins/ignition.args
+for last; do :; done
+cp "$last" /var/lib/ocl-standins/ignition-config.json
+"""
+OSTREE_STANDIN = """#!/bin/sh
+# Stand-in for ostree: records how it was called.
+mkdir -p /var/lib/ocl-standins
+echo "ostree $*" >> /var/lib/ocl-standins/ostree.args
+"""
+BUSYBOX_APPLETS = ("sh", "ash", "base64", "gunzip", "mkdir", "cp", "rm", "ln", "cat", "echo", "ls",
+                   "basename", "test", "[", "true", "env", "chmod", "mv", "sed", "grep")
+
+
+def ensure_tools() -> None:
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if os.geteuid() != 0:
+        missing.append("root (buildah --isolation chroot needs it)")
+    if missing:
+        message = (f"realbuild needs {', '.join(missing)}: run as root with `{INSTALL}` "
+                   f"(.ci/run does both), or set {REQUIRE}=require to make this a failure")
+        if os.environ.get(REQUIRE) == "require":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Registry:
+    """`docker-registry serve` on 127.0.0.1 with a free port, storage in a temporary folder."""
+
+    def __init__(self, root: Path):
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        config = root / "registry.yml"
+        config.write_text(json.dumps({
+            "version": 0.1, "log": {"level": "error"},
+            "storage": {"filesystem": {"rootdirectory": str(root / "registry-data")},
+                        "delete": {"enabled": True}},
+            "http": {"addr": self.host}}))
+        self.proc = subprocess.Popen(["docker-registry", "serve", str(config)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("docker-registry did not start within 20 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Host:
+    """Environment for buildah and skopeo on this machine, isolated under `root`."""
+
+    def __init__(self, root: Path, registry: Registry):
+        self.root = root
+        registries = root / "registries.conf"
+        registries.write_text(f'[[registry]]\nlocation = "{registry.host}"\ninsecure = true\n')
+        storage = root / "storage.conf"
+        storage.write_text(f'[storage]\ndriver = "vfs"\nrunroot = "{root}/run"\n'
+                           f'graphroot = "{root}/graph"\n')
+        self.env = dict(os.environ, CONTAINERS_REGISTRIES_CONF=str(registries),
+                        CONTAINERS_STORAGE_CONF=str(storage), BUILDAH_ISOLATION="chroot")
+
+    def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(list(cmd), env=self.env, capture_output=True, text=True, timeout=300)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed: {result.stderr[-2000:]}")
+        return result
+
+
+def auth_file(registry: Registry, user: str) -> dict[str, Any]:
+    token = base64.b64encode(f"{user}:not-checked".encode()).decode()
+    return {"auths": {registry.host: {"auth": token}}}
+
+
+def build_base_image(host: Host, ref: str) -> None:
+    """FROM scratch: busybox for a shell and base64/gunzip, the real jq with its libraries, and
+    stand-ins at the paths the Dockerfile calls for ignition and ostree."""
+    rootfs = host.root / "base-rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    shutil.copy2(shutil.which("busybox"), rootfs / "bin/busybox")
+    for applet in BUSYBOX_APPLETS:
+        (rootfs / "bin" / applet).symlink_to("busybox")
+    for sub in ("usr/bin", "tmp", "etc", "var/lib"):
+        (rootfs / sub).mkdir(parents=True, exist_ok=True)
+    jq = shutil.which("jq")
+    shutil.copy2(jq, rootfs / "usr/bin/jq")
+    libs = subprocess.run(["ldd", jq], capture_output=True, text=True, check=True).stdout
+    for line in libs.splitlines():
+        path = next((p for p in line.split() if p.startswith("/")), None)
+        if path:
+            target = rootfs / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.realpath(path), target)
+    ignition = rootfs / "usr/lib/dracut/modules.d/30ignition/ignition"
+    ignition.parent.mkdir(parents=True)
+    ignition.write_text(IGNITION_STANDIN)
+    (rootfs / "usr/bin/ostree").write_text(OSTREE_STANDIN)
+    for script in (ignition, rootfs / "usr/bin/ostree"):
+        script.chmod(0o755)
+    ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
+    host.run("buildah", "--storage-driver", "vfs", "copy", ctr, str(rootfs), "/")
+    host.run("buildah", "--storage-driver", "vfs", "config", "--env", "PATH=/usr/bin:/bin", ctr)
+    host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
+    host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
+
+
+def materialise(pod: dict[str, Any], items: list[dict[str, Any]], root: Path) -> dict[str, str]:
+    """Write the Pod's ConfigMap and Secret volumes as files at their mount paths under `root`,
+    and return the container's env from the pod spec with those paths pointed under `root`."""
+    (container,) = pod["spec"]["containers"]
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in items}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    for volume in pod["spec"]["volumes"]:
+        target = root / mounts[volume["name"]].lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        if "configMap" in volume:
+            for key, value in by_name[("ConfigMap", volume["configMap"]["name"])]["data"].items():
+                (target / key).write_text(value)
+        elif "secret" in volume:
+            data = by_name[("Secret", volume["secret"]["secretName"])]["data"]
+            items_ = volume["secret"].get("items") or [{"key": k, "path": k} for k in data]
+            for item in items_:
+                (target / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
+    termination = container.get("terminationMessagePath", "/dev/termination-log")
+    (root / termination.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    prefixes = sorted(set(mounts.values()) | {termination}, key=len, reverse=True)
+    env = {}
+    for var in container["env"]:
+        value = var.get("value", "")
+        if any(value == p or value.startswith(p.rstrip("/") + "/") for p in prefixes):
+            value = str(root) + value
+        env[var["name"]] = value
+    env["VOLUME_ROOT"] = str(root)
+    return env
+
+
+def run_build_pod(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
+                  root: Path) -> tuple[int, str, str]:
+    """Run the container's own command; (exit code, termination message, log tail) as a kubelet
+    would report them with FallbackToLogsOnError."""
+    env = dict(host.env, **materialise(pod, items, root))
+    (container,) = pod["spec"]["containers"]
+    result = subprocess.run(container["command"], env=env, capture_output=True, text=True, timeout=600)
+    termination = root / container["terminationMessagePath"].lstrip("/")
+    message = termination.read_text() if termination.exists() else ""
+    logs = (result.stdout + result.stderr)[-2048:]
+    return result.returncode, message, logs
+
+
+def image_file(host: Host, ref: str, path: str, dest: Path) -> bytes | None:
+    """A file's content in a pushed image (the last layer that has it wins)."""
+    host.run("skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}", f"dir:{dest}")
+    manifest = json.loads((dest / "manifest.json").read_text())
+    found = None
+    for layer in manifest["layers"]:
+        with tarfile.open(dest / layer["digest"].split(":", 1)[1], mode="r:*") as tar:
+            for member in tar.getmembers():
+                if member.name.lstrip("./") == path.lstrip("/") and member.isfile():
+                    found = tar.extractfile(member).read()
+    return found

@@ -1,0 +1,117 @@
+"""The build Pod we generate, run for real: buildah builds the rendered Dockerfile on a tiny base
+image and pushes to a registry on 127.0.0.1; the result is checked with skopeo and fed back."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import kubelet
+import pytest
+
+from reconcile import annotations as A
+from reconcile import encoding, snapshot
+from tests import factory as F
+from tests import realbuild as R
+
+pytestmark = pytest.mark.realbuild
+CUSTOM = "FROM configs AS final\nRUN echo custom-content > /etc/ocl-custom-marker\n"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    R.ensure_tools()
+    root = tmp_path_factory.mktemp("realbuild")
+    registry = R.Registry(root)
+    try:
+        host = R.Host(root, registry)
+        base = f"{registry.host}/ocl/base:latest"
+        R.build_base_image(host, base)
+        yield registry, host, base
+    finally:
+        registry.stop()
+
+
+def cluster(registry, base, mc):
+    settings = [F.build_config(finalImagePullspec=f"{registry.host}/ocl/os-image:latest"),
+                F.osimageurl(baseOSContainerImage=base, releaseVersion="4.16.0"),
+                F.secret("pull-secret", payload=R.auth_file(registry, "puller")),
+                F.secret("push-secret", payload=R.auth_file(registry, "pusher")),
+                F.configmap("on-cluster-build-custom-dockerfile", {"worker": CUSTOM})]
+    pool = F.pool("worker", rendered=mc["metadata"]["name"])
+    return settings + [pool, mc]
+
+
+def first_run(run_cli, items):
+    code, after, err = run_cli.run(items)
+    assert code == 0, err
+    (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
+    return after, pod
+
+
+def shared_worker():
+    path = F.SHARED / "machineconfigs/generated/mc-synthetic-rendered-worker-from-templates.json"
+    if not path.exists():
+        pytest.skip("../shared is absent (a newcomer's clone): no 284 KB MachineConfig to build")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("sample", ["small", "worker-284KB"])
+def test_build_pod_builds_and_pushes_the_layered_image(env, run_cli, tmp_path, sample):
+    registry, host, base = env
+    mc = F.machineconfig("rendered-worker-1") if sample == "small" else shared_worker()
+    after, pod = first_run(run_cli, cluster(registry, base, mc))
+    code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
+    assert code == 0, logs
+    digest = message.strip()
+    tag = f"{registry.host}/ocl/os-image:{mc['metadata']['name']}"
+    inspected = json.loads(host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{tag}").stdout)
+    assert inspected["Digest"] == digest                          # the termination message is the push
+    labels = inspected["Labels"]
+    assert labels["machineconfig"] == mc["metadata"]["name"]
+    assert labels["machineconfigpool"] == "worker" == labels["io.openshift.machineconfig.pool"]
+    assert labels["releaseversion"] == "4.16.0" and labels["baseOSContainerImage"] == base
+    pulled = tmp_path / "pulled"
+    current = R.image_file(host, f"{registry.host}/ocl/os-image@{digest}",
+                           "/etc/machine-config-daemon/currentconfig", pulled)
+    assert json.loads(current) == encoding.build_view(mc)
+    ignition_cfg = R.image_file(host, f"{registry.host}/ocl/os-image@{digest}",
+                                "/var/lib/ocl-standins/ignition-config.json", tmp_path / "p2")
+    assert json.loads(ignition_cfg) == mc["spec"]["config"]
+    args = R.image_file(host, f"{registry.host}/ocl/os-image@{digest}",
+                        "/var/lib/ocl-standins/ignition.args", tmp_path / "p3").decode()
+    assert args == "ignition-apply --ignore-unsupported /tmp/ignition.json\n"
+    ostree = R.image_file(host, f"{registry.host}/ocl/os-image@{digest}",
+                          "/var/lib/ocl-standins/ostree.args", tmp_path / "p4").decode()
+    assert ostree == "ostree container commit\n"
+    marker = R.image_file(host, f"{registry.host}/ocl/os-image@{digest}", "/etc/ocl-custom-marker",
+                          tmp_path / "p5")
+    assert marker == b"custom-content\n"
+    # the kubelet reports the termination message; the next run records the image
+    done = copy.deepcopy(after)
+    for obj in done:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Succeeded", digest=message)
+    code, final, _ = run_cli.run(done)
+    a = F.the_pool(final)["metadata"]["annotations"]
+    assert (code, a[A.STATE]) == (0, A.SUCCEEDED)
+    assert a[A.IMAGE] == f"{registry.host}/ocl/os-image@{digest}"
+
+
+def test_broken_dockerfile_fails_and_its_reason_reaches_the_pool(env, run_cli, tmp_path):
+    registry, host, base = env
+    after, pod = first_run(run_cli, cluster(registry, base, F.machineconfig("rendered-worker-1")))
+    broken = copy.deepcopy(after)
+    cm = next(o for o in F.owned(broken) if "Dockerfile" in o.get("data", {}))
+    cm["data"]["Dockerfile"] = cm["data"]["Dockerfile"].replace(
+        "./machineconfig/machineconfig.json.gz", "./machineconfig/wrong-path.json.gz")
+    code, message, logs = R.run_build_pod(pod, broken, host, tmp_path / "pod")
+    assert code != 0 and message == ""
+    for obj in broken:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Failed", log=logs)         # FallbackToLogsOnError: the log tail
+    code, final, _ = run_cli.run(broken)
+    a = F.the_pool(final)["metadata"]["annotations"]
+    assert (code, a[A.STATE]) == (0, A.FAILED)
+    assert "wrong-path.json.gz" in a[A.MESSAGE]
+    assert snapshot.dump(final)
