@@ -30,6 +30,12 @@ class BuildContext:
     input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
 
 
+def last_line(text: str) -> str:
+    """The last non-empty line of a log or message: what a one-line failure reason keeps."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 @dataclass(frozen=True)
 class BuildStatus:
     state: str            # one of annotations.PENDING, BUILDING, SUCCEEDED, FAILED

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconcile import annotations as A
 from reconcile import imageref, objects, templates
-from reconcile.builders.base import BuildContext, BuildStatus
+from reconcile.builders.base import BuildContext, BuildStatus, last_line
 
 kind = "Build"
 api_version = "build.openshift.io/v1"
@@ -17,11 +17,6 @@ _FAILED = ("Failed", "Error", "Cancelled")
 
 def render(ctx: BuildContext) -> dict[str, Any]:
     return templates.render_object("build-openshift.yaml.j2", **vars(ctx))
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def read_status(build: Mapping[str, Any]) -> BuildStatus:
@@ -38,7 +33,7 @@ def read_status(build: Mapping[str, Any]) -> BuildStatus:
                                              "in status.output.to.imageDigest")
     if phase in _FAILED:
         parts = [p for p in (status.get("reason"), status.get("message"),
-                             _last_line(status.get("logSnippet", ""))) if p]
+                             last_line(status.get("logSnippet", ""))) if p]
         detail = ": ".join(parts) or "no reason given"
         return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {detail}"))
     return BuildStatus(A.PENDING)

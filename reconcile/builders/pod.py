@@ -7,7 +7,7 @@ from typing import Any
 
 from reconcile import annotations as A
 from reconcile import imageref, objects, templates
-from reconcile.builders.base import BuildContext, BuildStatus
+from reconcile.builders.base import BuildContext, BuildStatus, last_line
 
 kind = "Pod"
 api_version = "v1"
@@ -26,11 +26,6 @@ def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def read_status(pod: Mapping[str, Any]) -> BuildStatus:
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
@@ -45,7 +40,7 @@ def read_status(pod: Mapping[str, Any]) -> BuildStatus:
                                              "in its termination message")
     if phase == "Failed":
         term = _terminated(pod)
-        reason = (_last_line(term.get("message", "")) or term.get("reason")
+        reason = (last_line(term.get("message", "")) or term.get("reason")
                   or status.get("message") or status.get("reason") or "no reason given")
         code = term.get("exitCode")
         suffix = f" (exit code {code})" if code is not None else ""
