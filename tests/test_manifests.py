@@ -204,6 +204,7 @@ def _hadolint():
 @pytest.mark.parametrize("case", ["plain", "custom", "inputs"])
 def test_rendered_dockerfiles_pass_hadolint(case, tmp_path):
     import subprocess
+
     from reconcile import buildinputs
     from tests.test_builders import INPUTS
     custom = "FROM configs AS final\nRUN rpm-ostree install tmux && ostree container commit\n"
