@@ -63,7 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
-    sub.add_parser("diff", parents=[common], help="show what run would change; no writes")
+    diff = sub.add_parser("diff", parents=[common], help="show what run would change; no writes",
+                          description="Show what `run` would change, as kubectl diff does; no writes. "
+                                      "KUBECTL_EXTERNAL_DIFF names a program to compare the live and "
+                                      "desired trees instead; its exit status is ours.")
+    diff.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                      help="colour the diff (auto: only on a terminal)")
+    diff.add_argument("-o", "--output", choices=("diff", "json"), default="diff",
+                      help="json: the plan (writes with their JSON patches, state changes) for scripts")
     sub.add_parser("render", parents=[common], help="print the desired build objects as YAML")
     sub.add_parser("status", parents=[common], help="table of pool build states")
     return parser
@@ -143,9 +150,19 @@ def cmd_run(args, now: datetime) -> int:
 def cmd_diff(args, now: datetime) -> int:
     from reconcile import diffview
     _, _, plans = _observe(_cluster(args, now), args, now)
-    text = diffview.render(plans)
-    sys.stdout.write(text)
-    return EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
+    changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
+    if args.output == "json":
+        sys.stdout.write(diffview.as_json(plans))
+        return changed
+    external = os.environ.get("KUBECTL_EXTERNAL_DIFF", "").strip()
+    if external:
+        sys.stdout.flush()
+        try:
+            return diffview.external(plans, external)
+        except RuntimeError as err:
+            raise Fatal(str(err)) from None
+    sys.stdout.write(diffview.render(plans, diffview.color_wanted(args.color, sys.stdout)))
+    return changed
 
 
 def cmd_render(args, now: datetime) -> int:

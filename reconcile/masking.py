@@ -1,13 +1,62 @@
 """Secret values never leave the process: kubectl's masking (`***`, and `*** (before)` /
-`*** (after)` when a value changed), applied to Secret `data` and `stringData`."""
+`*** (after)` when a value changed), applied to a Secret's `data` and `stringData` and to any
+annotation that mirrors them (kubectl's last-applied-configuration, or one holding a value)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 from collections.abc import Mapping
 from typing import Any
 
 _FIELDS = ("data", "stringData")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _values(secret: Mapping[str, Any] | None) -> set[str]:
+    """Every form a value of the secret may take in an annotation: as stored, and decoded."""
+    out: set[str] = set()
+    for field in _FIELDS:
+        for value in ((secret or {}).get(field) or {}).values():
+            if not isinstance(value, str) or len(value) < 4:
+                continue
+            out.add(value)
+            if field == "data":
+                try:
+                    decoded = base64.b64decode(value, validate=True).decode()
+                except (binascii.Error, ValueError):
+                    continue
+                if len(decoded) >= 4:
+                    out.add(decoded)
+    return out
+
+
+def _mask_fields(b: dict[str, Any] | None, a: dict[str, Any] | None, fields: tuple[str, ...],
+                 mirrors: set[str] | None = None) -> None:
+    for field in fields:
+        old = _at(b, field)
+        new = _at(a, field)
+        for key in set(old) | set(new):
+            if mirrors is not None and key != LAST_APPLIED and not any(
+                    v in str(old.get(key, "")) + "\0" + str(new.get(key, "")) for v in mirrors):
+                continue
+            changed = key in old and key in new and old[key] != new[key]
+            if key in old:
+                old[key] = "*** (before)" if changed else "***"
+            if key in new:
+                new[key] = "*** (after)" if changed else "***"
+
+
+def _at(obj: dict[str, Any] | None, field: str) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    node: Any = obj
+    for part in field.split("."):
+        if not isinstance(node, dict) or not isinstance(node.get(part), dict):
+            return {}
+        node = node[part]
+    return node
 
 
 def mask_pair(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
@@ -16,13 +65,7 @@ def mask_pair(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
         return (dict(before) if before else None), (dict(after) if after else None)
     b = copy.deepcopy(dict(before)) if before else None
     a = copy.deepcopy(dict(after)) if after else None
-    for field in _FIELDS:
-        old = (b or {}).get(field) or {}
-        new = (a or {}).get(field) or {}
-        for key in set(old) | set(new):
-            changed = key in old and key in new and old[key] != new[key]
-            if b is not None and key in old:
-                b[field][key] = "*** (before)" if changed else "***"
-            if a is not None and key in new:
-                a[field][key] = "*** (after)" if changed else "***"
+    mirrors = _values(before) | _values(after)
+    _mask_fields(b, a, ("metadata.annotations",), mirrors)
+    _mask_fields(b, a, _FIELDS)
     return b, a

@@ -9,6 +9,8 @@ from typing import Any
 
 import jsonpatch
 
+from reconcile import normalize
+
 
 def pointer(*parts: str) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
@@ -33,23 +35,22 @@ def guarded(live: Mapping[str, Any], ops: list[dict[str, Any]]) -> list[dict[str
     return ([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []) + ops
 
 
-def project(live: Any, desired: Any) -> Any:
-    """`live` cut down to the keys `desired` sets: only what we set is compared."""
-    if isinstance(live, dict) and isinstance(desired, dict):
-        return {k: project(live[k], v) for k, v in desired.items() if k in live}
-    return live
-
-
 def content_ops(live: Mapping[str, Any], desired: Mapping[str, Any],
                 paths: tuple[str, ...] = ("data", "metadata")) -> list[dict[str, Any]]:
-    """Ops turning the projection of `live` into `desired` for the top-level fields we own."""
+    """Ops turning the projection of `live` into `desired` for the top-level fields we own;
+    none when they are equal by the rules of `normalize`."""
     ops: list[dict[str, Any]] = []
     for top in paths:
         if top not in desired:
             continue
-        before = project(live.get(top), desired[top]) if top in live else None
+        before = normalize.project(live.get(top), desired[top]) if top in live else None
+        if top == "data" and normalize.data_equal(before, desired[top]):
+            continue
         if before == desired[top]:
             continue
+        if top == "data" and isinstance(before, dict):
+            before = {k: (desired[top][k] if normalize.data_value_equal(k, v, desired[top].get(k)) else v)
+                      for k, v in before.items()}
         if before is None:
             ops.append({"op": "add", "path": pointer(top), "value": desired[top]})
             continue
