@@ -64,6 +64,8 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
             return cluster.create(body)
         except AlreadyExists:
             return None
+    if _ours(live, holder):                               # our create went through, its answer not
+        return live
     until = expires(live)
     if until is not None and until > naive:
         log.info("another run holds Lease %s/%s (holder %s, until %sZ): skipped", namespace, NAME,
@@ -75,7 +77,12 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
         log.info("took over expired Lease %s/%s", namespace, NAME)
         return cluster.replace(taken)
     except Conflict:
-        return None
+        again = cluster.get("Lease", namespace, NAME)
+        return again if again is not None and _ours(again, holder) else None
+
+
+def _ours(lease: dict[str, Any], holder: str) -> bool:
+    return (lease.get("spec") or {}).get("holderIdentity") == holder
 
 
 def release(cluster: Cluster, lease: dict[str, Any]) -> None:

@@ -118,6 +118,8 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
                       and objects.name(o) == names.build), None)
     state, at_ref = ann.get(A.STATE), ann.get(A.BUILD) == ref
     base = {A.RENDERED: inp.rendered_config, A.BUILD: ref}
+    if ann.get(A.REBUILD):          # the token is in the build id: this build handles the request
+        base[A.REBUILD_HANDLED] = ann[A.REBUILD]
 
     if at_ref and state == A.SUCCEEDED and ann.get(A.IMAGE):
         _delete(plan, current + stale)          # leftovers of a run killed after recording
@@ -163,9 +165,8 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         return blocked(pool, str(err), now)
     _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
     _delete(plan, stale)
-    handled = {A.REBUILD_HANDLED: ann[A.REBUILD]} if ann.get(A.REBUILD) else {}
     message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
-    _record(plan, pool, now, A.PENDING, message, **base, **handled)
+    _record(plan, pool, now, A.PENDING, message, **base)
     return plan
 
 

@@ -142,9 +142,11 @@ def merge_patch(target: Any, patch: Any) -> Any:
 # --- faults -----------------------------------------------------------------------------------------
 @dataclass
 class Fault:
-    """Fail the `nth` request (1-based, counting every request) or those matching `match`."""
+    """Fail the `nth` request (1-based, counting every request), the `nth_write` write request,
+    or those matching `match`."""
     action: str                         # "status" | "reset" | "drop-response" | "latency"
     nth: int | None = None
+    nth_write: int | None = None
     match: Callable[[str, str, str, str], bool] | None = None   # (verb, resource, ns, name)
     code: int = 500
     retry_after: int | None = None
@@ -179,6 +181,7 @@ class APIServer:
         self.authorize = authorize       # (Request) -> str | None (reason to refuse)
         self.lock = threading.RLock()
         self.count = 0
+        self.write_count = 0
         self.httpd: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
 
@@ -233,11 +236,17 @@ class APIServer:
     def fault_for(self, req: Request) -> Fault | None:
         with self.lock:
             self.count += 1
+            if req.verb in ("create", "update", "patch", "delete"):
+                self.write_count += 1
             for fault in self.faults:
                 if fault.times and fault.hits >= fault.times:
                     continue
-                hit = (fault.nth == self.count) if fault.nth is not None else (
-                    fault.match is not None and fault.match(req.verb, req.resource, req.namespace, req.name))
+                if fault.nth is not None:
+                    hit = fault.nth == self.count
+                elif fault.nth_write is not None:
+                    hit = req.verb in ("create", "update", "patch", "delete") and fault.nth_write == self.write_count
+                else:
+                    hit = fault.match is not None and fault.match(req.verb, req.resource, req.namespace, req.name)
                 if hit:
                     fault.hits += 1
                     return fault

@@ -1,23 +1,26 @@
-"""A run may be killed between any two writes; the next run converges to the same cluster."""
+"""A run may be killed between any two requests; the next run converges to the same cluster.
+Process death is simulated by aborting the run before its k-th write, for every k of every
+lifecycle scenario (those of the fault matrix) and both builders."""
 
 from __future__ import annotations
 
 import copy
 
-import kubelet
+import pytest
 
 from reconcile import apply, observe
 from reconcile.cluster import ClusterError
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
+from tests.test_fault_matrix import SCENARIOS, comparable
 
 
-class Killed(Exception):
-    pass
+class Killed(BaseException):
+    """The process is gone: nothing after this runs (not even error handling)."""
 
 
 class DyingCluster(MemoryCluster):
-    """Dies (the process is gone) before write number `die_at`."""
+    """Dies before write number `die_at` (0-based)."""
 
     def __init__(self, items, die_at):
         super().__init__(items, clock=lambda: F.NOW)
@@ -46,63 +49,40 @@ def one_run(cluster):
     return apply.execute(cluster, planner.plan(), F.NOW, planner)
 
 
-def comparable(items):
-    """The cluster without server bookkeeping (uids and resourceVersions differ between runs)."""
-    out = []
-    for obj in copy.deepcopy(items):
-        md = obj["metadata"]
-        for key in ("uid", "resourceVersion", "creationTimestamp"):
-            md.pop(key, None)
-        for ref in md.get("ownerReferences", []):
-            ref.pop("uid", None)
-        out.append(obj)
-    return out
-
-
-def scenario_steps():
-    """Start state, and how to move the cluster between runs (None = just run)."""
-    def succeed(cluster):
-        for pod in cluster.list("Pod", F.NS):
-            cluster.store[("Pod", F.NS, pod["metadata"]["name"])] = kubelet.set_phase(pod, "Succeeded")
-
-    def new_config(cluster):
-        pool = cluster.store[("MachineConfigPool", "", "worker")]
-        pool["spec"]["configuration"]["name"] = "rendered-worker-2"
-        cluster.store[("MachineConfig", "", "rendered-worker-2")] = F.machineconfig("rendered-worker-2")
-
-    return [None, succeed, new_config, None]
-
-
-def test_killed_at_every_write_converges_to_fault_free_result():
-    steps = scenario_steps()
-    reference = MemoryCluster(F.cluster(), clock=lambda: F.NOW)
-    writes_per_step = []
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, builder, scenario):
+    monkeypatch.setattr(F, "BUILDER", builder)
+    steps = SCENARIOS[scenario]
+    before_step, writes = [], []
+    items = F.cluster()
     for step in steps:
+        items = copy.deepcopy(items)
         if step:
-            step(reference)
-        before = len(reference.writes)
-        one_run(reference)
-        writes_per_step.append(len(reference.writes) - before)
-    expected = comparable(reference.items())
+            step(items)
+        before_step.append(copy.deepcopy(items))
+        cluster = MemoryCluster(items, clock=lambda: F.NOW)
+        one_run(cluster)
+        writes.append(len(cluster.writes))
+        items = cluster.items()
+    expected = comparable(items)
     covered = 0
-    for index, step_writes in enumerate(writes_per_step):
-        for die_at in range(step_writes):
-            cluster = MemoryCluster(F.cluster(), clock=lambda: F.NOW)
-            for i, step in enumerate(steps):
+    for index, start in enumerate(before_step):
+        for die_at in range(writes[index]):
+            dying = DyingCluster(copy.deepcopy(start), die_at)
+            with pytest.raises(Killed):
+                one_run(dying)
+            state = dying.items()
+            for step in [None] + steps[index + 1:]:             # the next tick, then the rest
+                state = copy.deepcopy(state)
                 if step:
-                    step(cluster)
-                if i == index:
-                    dying = DyingCluster(cluster.items(), die_at)
-                    try:
-                        one_run(dying)
-                    except Killed:
-                        pass
-                    cluster = MemoryCluster(dying.items(), clock=lambda: F.NOW)
-                one_run(cluster)                 # the next CronJob tick
-            assert comparable(cluster.items()) == expected, (index, die_at)
+                    step(state)
+                cluster = MemoryCluster(state, clock=lambda: F.NOW)
+                one_run(cluster)
+                state = cluster.items()
+            assert comparable(state) == expected, (scenario, builder, index, die_at)
             covered += 1
-    assert covered == sum(writes_per_step) >= 10
-    print(f"crash matrix: {covered} kill points over {len(steps)} steps")
+    assert covered == sum(writes) >= 8
 
 
 def test_write_error_records_blocked_and_next_run_recovers():
