@@ -3,7 +3,8 @@
 set -eu
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
-cp -L "$MACHINECONFIG_DIR/machineconfig.json.gz" "$CONTEXT_DIR/machineconfig/machineconfig.json.gz"
+# One file, or numbered parts of a MachineConfig larger than one ConfigMap.
+cp -L "$MACHINECONFIG_DIR"/machineconfig.json.gz* "$CONTEXT_DIR/machineconfig/"
 # Build inputs (Secrets and ConfigMaps found by label) are mounted into every RUN step, at the
 # same path as in this container (VOLUME_ROOT is empty here; a test harness points it elsewhere).
 set --

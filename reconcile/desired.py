@@ -132,29 +132,30 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     Raises Blocked."""
     material = material or Material()
     encoded = encoding.encode(machineconfig)
-    if len(encoded) > encoding.CONFIGMAP_LIMIT:
+    if len(encoded) > encoding.CEILING:
         raw = len(encoding.json_bytes(machineconfig))
         raise Blocked(f"MachineConfig {inp.rendered_config}: encoded size {len(encoded)} bytes "
-                      f"({raw} bytes of JSON) exceeds the ConfigMap limit of "
-                      f"{encoding.CONFIGMAP_LIMIT} bytes")
+                      f"({raw} bytes of JSON) exceeds the ceiling of {encoding.CEILING} bytes "
+                      f"({encoding.CEILING // encoding.PART_SIZE} ConfigMaps)")
     n = names(inp)
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations={A.RENDERED: inp.rendered_config}, owner=naming.owner_reference(pool))
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
         data={"Dockerfile": dockerfile(inp, material.inputs)}, **common)
-    mc_cm = templates.render_object(
-        "configmap.yaml.j2", name=n.machineconfig,
-        data={"machineconfig.json.gz": templates.Opaque(encoded)}, **common)
+    mc_cms = [templates.render_object(
+        "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
+        name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))
+        for i, (key, value) in enumerate(encoding.parts(encoded).items())]
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
     ctx = BuildContext(
         pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
-        machineconfig_configmap=n.machineconfig,
+        machineconfig_configmaps=tuple(cm["metadata"]["name"] for cm in mc_cms),
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
         input_env=material.inputs.env, input_mounts=material.inputs.mounts, **common)
-    return [dockerfile_cm, mc_cm, *secrets, builder.render(ctx)]
+    return [dockerfile_cm, *mc_cms, *secrets, builder.render(ctx)]

@@ -20,6 +20,21 @@ except ImportError:  # pragma: no cover - platforms without a zlib-ng wheel
 
 #: The API server rejects a ConfigMap whose data adds up to more than this many bytes.
 CONFIGMAP_LIMIT = 1_048_576
+#: An encoded MachineConfig larger than one ConfigMap is split in parts of this size
+#: (key and metadata fit in what is left under the limit)...
+PART_SIZE = 1_000_000
+#: ...up to this ceiling: beyond it the pool is Blocked.
+CEILING = 8 * 1024 * 1024
+KEY = "machineconfig.json.gz"
+
+
+def parts(encoded: str) -> dict[str, str]:
+    """ConfigMap data for the encoded MachineConfig: one key when it fits, else numbered keys
+    (`machineconfig.json.gz.000`, ...) whose values, concatenated in key order, are the whole."""
+    if len(encoded) + len(KEY) <= PART_SIZE:
+        return {KEY: encoded}
+    return {f"{KEY}.{i // PART_SIZE:03d}": encoded[i:i + PART_SIZE]
+            for i in range(0, len(encoded), PART_SIZE)}
 _KEPT_METADATA = ("name", "labels", "annotations")
 
 

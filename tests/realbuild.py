@@ -155,10 +155,13 @@ def materialise(pod: dict[str, Any], items: list[dict[str, Any]], root: Path) ->
     for volume in pod["spec"]["volumes"]:
         target = root / mounts[volume["name"]].lstrip("/")
         target.mkdir(parents=True, exist_ok=True)
+        sources = [s["configMap"] for s in volume.get("projected", {}).get("sources", [])]
         if "configMap" in volume:
-            for key, value in by_name[("ConfigMap", volume["configMap"]["name"])]["data"].items():
+            sources.append(volume["configMap"])
+        for source in sources:
+            for key, value in by_name[("ConfigMap", source["name"])]["data"].items():
                 (target / key).write_text(value)
-        elif "secret" in volume:
+        if "secret" in volume:
             data = by_name[("Secret", volume["secret"]["secretName"])]["data"]
             items_ = volume["secret"].get("items") or [{"key": k, "path": k} for k in data]
             for item in items_:

@@ -94,20 +94,41 @@ def test_pool_without_rendered_config_is_blocked(any_cli):
     assert A.RENDERED not in a
 
 
-def test_machineconfig_over_configmap_limit_is_blocked_with_sizes(any_cli):
-    items = F.cluster()
-    mc = F.find(items, "MachineConfig")[0]
+def _incompressible(items, size):
     import base64
     import os
-    blob = base64.b64encode(os.urandom(900_000)).decode()      # incompressible
+    mc = F.find(items, "MachineConfig")[0]
+    blob = base64.b64encode(os.urandom(size)).decode()
     mc["spec"]["config"]["storage"]["files"][0]["contents"]["source"] = "data:;base64," + blob
+    return mc
+
+
+def test_machineconfig_over_the_ceiling_is_blocked_with_sizes(any_cli):
+    items = F.cluster()
+    mc = _incompressible(items, 6_500_000)
     encoded = len(encoding.encode(mc))
+    assert encoded > encoding.CEILING
     code, after, _ = any_cli.run(items)
     assert code == 2
     message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
     assert message.startswith(f"MachineConfig rendered-worker-1: encoded size {encoded} bytes (")
-    assert message.endswith("exceeds the ConfigMap limit of 1048576 bytes")
+    assert message.endswith("exceeds the ceiling of 8388608 bytes (8 ConfigMaps)")
     assert F.owned(after) == []
+
+
+def test_machineconfig_over_one_configmap_is_split(any_cli):
+    items = F.cluster()
+    mc = _incompressible(items, 900_000)
+    code, after, _ = any_cli.run(items)
+    assert code == 0
+    parts = sorted((o for o in F.owned(after) if o["kind"] == "ConfigMap" and "Dockerfile" not in o["data"]),
+                   key=lambda o: next(iter(o["data"])))
+    assert [next(iter(p["data"])) for p in parts] == ["machineconfig.json.gz.000", "machineconfig.json.gz.001"]
+    assert all(sum(len(k) + len(v) for k, v in p["data"].items()) < encoding.CONFIGMAP_LIMIT for p in parts)
+    assert encoding.decode("".join(next(iter(p["data"].values())) for p in parts)) == encoding.build_view(mc)
+    (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "machineconfig"]
+    assert {s["configMap"]["name"] for s in volume["projected"]["sources"]} == {p["metadata"]["name"] for p in parts}
 
 
 def test_recovery_from_blocked_starts_the_build(any_cli):

@@ -51,7 +51,7 @@ def test_configmap_template_round_trips_hostile_values(value):
 def test_pod_template_round_trips_hostile_values(value):
     ctx = BuildContext(namespace=value, pool=value, rendered_config=value, name=value, tag=value,
                        labels={"l": value}, annotations={"a": value}, owner={"uid": value},
-                       dockerfile_configmap=value, machineconfig_configmap=value,
+                       dockerfile_configmap=value, machineconfig_configmaps=(value,),
                        pull_secret=value, push_secret=value, buildah_image=value)
     pod = builders.pod.render(ctx)
     (container,) = pod["spec"]["containers"]

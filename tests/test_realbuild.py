@@ -49,18 +49,24 @@ def first_run(run_cli, items):
     return after, pod
 
 
-def shared_worker():
-    path = F.SHARED / "machineconfigs/generated/mc-synthetic-rendered-worker-from-templates.json"
+SAMPLES = {"worker-284KB": "mc-synthetic-rendered-worker-from-templates.json",
+           "incompressible-over-1MiB": "mc-incompressible-over-1MiB-after-encoding.json"}
+
+
+def shared_sample(name):
+    path = F.SHARED / "machineconfigs/generated" / SAMPLES[name]
     if not path.exists():
-        pytest.skip("../shared is absent (a newcomer's clone): no 284 KB MachineConfig to build")
+        pytest.skip(f"../shared is absent (a newcomer's clone): no {name} MachineConfig to build")
     return json.loads(path.read_text())
 
 
-@pytest.mark.parametrize("sample", ["small", "worker-284KB"])
+@pytest.mark.parametrize("sample", ["small", *SAMPLES])
 def test_build_pod_builds_and_pushes_the_layered_image(env, run_cli, tmp_path, sample):
     registry, host, base = env
-    mc = F.machineconfig("rendered-worker-1") if sample == "small" else shared_worker()
+    mc = F.machineconfig("rendered-worker-1") if sample == "small" else shared_sample(sample)
     after, pod = first_run(run_cli, cluster(registry, base, mc))
+    parts = [o for o in F.owned(after) if o["kind"] == "ConfigMap" and "Dockerfile" not in o["data"]]
+    assert len(parts) == (2 if sample == "incompressible-over-1MiB" else 1)
     code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
     assert code == 0, logs
     digest = message.strip()
@@ -104,7 +110,7 @@ def test_broken_dockerfile_fails_and_its_reason_reaches_the_pool(env, run_cli, t
     broken = copy.deepcopy(after)
     cm = next(o for o in F.owned(broken) if "Dockerfile" in o.get("data", {}))
     cm["data"]["Dockerfile"] = cm["data"]["Dockerfile"].replace(
-        "./machineconfig/machineconfig.json.gz", "./machineconfig/wrong-path.json.gz")
+        "COPY ./machineconfig/ ", "COPY ./wrong-path/ ")
     code, message, logs = R.run_build_pod(pod, broken, host, tmp_path / "pod")
     assert code != 0 and message == ""
     for obj in broken:
@@ -113,5 +119,5 @@ def test_broken_dockerfile_fails_and_its_reason_reaches_the_pool(env, run_cli, t
     code, final, _ = run_cli.run(broken)
     a = F.the_pool(final)["metadata"]["annotations"]
     assert (code, a[A.STATE]) == (0, A.FAILED)
-    assert "wrong-path.json.gz" in a[A.MESSAGE]
+    assert "wrong-path" in a[A.MESSAGE]
     assert snapshot.dump(final)

@@ -22,9 +22,9 @@ def reserved() -> tuple[frozenset[str], frozenset[str]]:
     """Env var names and paths the build itself uses, read off a rendered build Pod: a build input
     must not take them."""
     ctx = BuildContext(**{f: "x" for f in ("namespace", "pool", "rendered_config", "name", "tag",
-                                            "dockerfile_configmap", "machineconfig_configmap",
-                                            "pull_secret", "push_secret", "buildah_image")},
-                       labels={}, annotations={}, owner={})
+                                            "dockerfile_configmap", "pull_secret", "push_secret",
+                                            "buildah_image")},
+                       machineconfig_configmaps=("x",), labels={}, annotations={}, owner={})
     (container,) = pod.render(ctx)["spec"]["containers"]
     return (frozenset(e["name"] for e in container["env"]),
             frozenset(m["mountPath"] for m in container["volumeMounts"]))

@@ -21,7 +21,7 @@ class BuildContext:
     annotations: Mapping[str, str]
     owner: Mapping[str, Any]
     dockerfile_configmap: str
-    machineconfig_configmap: str
+    machineconfig_configmaps: tuple[str, ...]
     pull_secret: str
     push_secret: str
     buildah_image: str
