@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import auth, buildinputs, encoding, naming, templates
+from reconcile import auth, buildinputs, dockerlint, encoding, naming, templates
 from reconcile.builders.base import BuildContext
 from reconcile.settings import Settings
 
@@ -48,9 +48,14 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
 def inputs(settings: Settings, pool: Mapping[str, Any]) -> BuildInputs:
     md = pool.get("metadata") or {}
     name = md.get("name", "")
-    if len(name) > 63 or not _LABEL_VALUE.match(name):
+    if not _LABEL_VALUE.match(naming.pool_label(name)):
         raise Blocked(f"MachineConfigPool {name}: the name cannot be a label value "
-                      "(at most 63 characters of [A-Za-z0-9-_.])")
+                      "(characters of [A-Za-z0-9-_.])")
+    custom = settings.custom_dockerfiles.get(name, "")
+    try:
+        dockerlint.check(custom)
+    except dockerlint.DockerfileError as err:
+        raise Blocked(f"ConfigMap on-cluster-build-custom-dockerfile: key {name!r}: {err}") from None
     rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or ""
     if not rendered:
         raise Blocked(f"MachineConfigPool {name}: spec.configuration.name is empty; "
@@ -59,7 +64,7 @@ def inputs(settings: Settings, pool: Mapping[str, Any]) -> BuildInputs:
         pool=name, rendered_config=rendered, base_image=settings.base_image,
         extensions_image=settings.extensions_image, release_version=settings.release_version,
         pullspec=settings.pullspec, builder_type=settings.builder_type,
-        custom_dockerfile=settings.custom_dockerfiles.get(name, ""),
+        custom_dockerfile=custom,
         pull_secret=settings.pull_secret, push_secret=settings.push_secret,
         rebuild_token=rebuild_token(md.get("annotations") or {}),
     )
@@ -131,6 +136,9 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order.
     Raises Blocked."""
     material = material or Material()
+    config = (machineconfig.get("spec") or {}).get("config") if isinstance(machineconfig, Mapping) else None
+    if not isinstance(config, Mapping):
+        raise Blocked(f"MachineConfig {inp.rendered_config}: spec.config is missing or not a JSON object")
     encoded = encoding.encode(machineconfig)
     if len(encoded) > encoding.CEILING:
         raw = len(encoding.json_bytes(machineconfig))

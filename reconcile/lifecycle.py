@@ -184,14 +184,14 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
     asked for one in an earlier call."""
     ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
             and objects.labels(o).get(naming.POOL_LABEL)]       # never act on anything else
-    by_pool = objects.by_label(ours, naming.POOL_LABEL)
+    by_pool = objects.by_label(ours, naming.POOL_LABEL)      # keyed by naming.pool_label()
     selected = set(only)
     plans = []
     for pool in sorted(pools, key=objects.name):
         name = objects.name(pool)
         if selected and name not in selected:
             continue
-        mine = by_pool.pop(name, [])
+        mine = by_pool.pop(naming.pool_label(name), [])
         if opted_in(pool):
             rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
             mc = (machineconfigs or {}).get(rendered) if rendered else None
@@ -199,7 +199,7 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             plans.append(opt_out(pool, mine))
     for name, orphans in sorted(by_pool.items()):
-        if not selected or name in selected:
+        if not selected or name in {naming.pool_label(s) for s in selected}:
             plan = PoolPlan(name)       # the pool is gone: what it owned goes too
             _delete(plan, orphans)
             plans.append(plan)

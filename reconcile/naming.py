@@ -31,8 +31,17 @@ def object_name(role: str, pool: str, bid: str) -> str:
     return f"ocl-{role}-{pool[:room].rstrip('-.')}-{bid}"
 
 
+def pool_label(pool: str) -> str:
+    """The pool's name as a label value: itself when it fits in 63 characters, else shortened
+    with a hash of the whole name, so two long names never share a value."""
+    if len(pool) <= 63:
+        return pool
+    digest = hashlib.sha256(pool.encode()).hexdigest()[:10]
+    return f"{pool[:52].rstrip('-._')}-{digest}"
+
+
 def labels(pool: str, bid: str) -> dict[str, str]:
-    return {MANAGED_BY: MANAGER, POOL_LABEL: pool, BUILD_ID_LABEL: bid}
+    return {MANAGED_BY: MANAGER, POOL_LABEL: pool_label(pool), BUILD_ID_LABEL: bid}
 
 
 def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:

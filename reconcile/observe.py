@@ -78,7 +78,7 @@ def _list_optional(cluster: Cluster, kind: str, namespace: str,
 
 
 def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> list[dict[str, Any]]:
-    selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: pool} if pool else {}))
+    selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: naming.pool_label(pool)} if pool else {}))
     return [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
 
 

@@ -139,3 +139,106 @@ def test_recovery_from_blocked_starts_the_build(any_cli):
     assert code == 0
     a = F.the_pool(after)["metadata"]["annotations"]
     assert (a[A.STATE], a[A.MESSAGE]) == (A.PENDING, "")
+
+
+@pytest.mark.parametrize("key", ["baseImagePullSecretName", "finalImagePushSecretName", "finalImagePullspec"])
+@pytest.mark.parametrize("how", ["missing", "empty"])
+def test_each_required_build_config_key(run_cli, key, how):
+    config = F.build_config(**{key: None if how == "missing" else ""})
+    code, after, _ = run_cli.run(F.cluster(settings=with_settings(config)))
+    assert code == 2
+    assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == \
+        f"ConfigMap on-cluster-build-config: required key {key!r} is {how}"
+
+
+@pytest.mark.parametrize("how", ["missing", "empty"])
+def test_base_image_key(run_cli, how):
+    config = F.osimageurl(baseOSContainerImage=None if how == "missing" else "")
+    code, after, _ = run_cli.run(F.cluster(settings=with_settings(config)))
+    assert code == 2
+    assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == \
+        f"ConfigMap machine-config-osimageurl: required key 'baseOSContainerImage' is {how}"
+
+
+@pytest.mark.parametrize("pullspec, why", [
+    ("registry.example.com/UPPER/image:tag", "is not a valid image reference"),
+    ("registry.example.com/image :tag", "contains whitespace"),
+    ("registry.example.com:5000/", "is not a valid image reference"),
+    ("@sha256:" + "a" * 64, "is not a valid image reference"),
+    ("registry.example.com/image:-bad-tag", "is not a valid image reference"),
+    ("registry.example.com/image:" + "t" * 129, "is not a valid image reference"),
+])
+def test_malformed_pullspec(run_cli, pullspec, why):
+    code, after, _ = run_cli.run(F.cluster(settings=with_settings(F.build_config(finalImagePullspec=pullspec))))
+    assert code == 2
+    message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+    assert message.startswith("ConfigMap on-cluster-build-config: key 'finalImagePullspec': ") and why in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("secret, why", [
+    (F.secret("pull-secret", payload=b""), "key .dockerconfigjson is empty or not a JSON object"),
+    (F.secret("pull-secret", payload={}), "key .dockerconfigjson is empty or not a JSON object"),
+    (F.secret("pull-secret", payload=b"{not json"), "key .dockerconfigjson is empty or not a JSON object"),
+    (F.secret("pull-secret", type_="kubernetes.io/basic-auth", key="password"), "is of type kubernetes.io/basic-auth"),
+])
+def test_bad_pull_secret(run_cli, secret, why):
+    code, after, _ = run_cli.run(F.cluster(settings=with_settings(secret)))
+    assert code == 2
+    message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+    assert message.startswith("Secret ") and "pull-secret" in message and why in message
+
+
+@pytest.mark.parametrize("spec", [None, {}, {"config": "not an object"}, {"config": ["list"]}])
+def test_rendered_machineconfig_without_a_config_object(run_cli, spec):
+    items = F.cluster()
+    mc = F.find(items, "MachineConfig")[0]
+    if spec is None:
+        del mc["spec"]
+    else:
+        mc["spec"] = spec
+    code, after, _ = run_cli.run(items)
+    assert code == 2
+    assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == \
+        "MachineConfig rendered-worker-1: spec.config is missing or not a JSON object"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("FORM configs AS final\n", "line 1: unknown instruction 'FORM'"),
+    ("# comment\nFROM configs AS final\nRUN\n", "line 3: RUN needs arguments"),
+    ("FROM configs AS final\nRUN echo a && \\\n", "line 2: the last instruction ends with a line continuation"),
+])
+def test_custom_dockerfile_that_does_not_parse(run_cli, text, why):
+    custom = F.configmap("on-cluster-build-custom-dockerfile", {"worker": text, "infra": "FROM configs AS final\n"})
+    code, after, _ = run_cli.run(F.cluster(F.pool("worker"), F.pool("infra"), extra=[custom]))
+    assert code == 2
+    assert F.the_pool(after, "worker")["metadata"]["annotations"][A.MESSAGE] == \
+        f"ConfigMap on-cluster-build-custom-dockerfile: key 'worker': {why}"
+    assert F.the_pool(after, "infra")["metadata"]["annotations"][A.STATE] == A.PENDING
+
+
+def test_very_long_pool_names_are_shortened_without_collisions(any_cli):
+    prefix = "p" * 240
+    pools = [F.pool(prefix + "-a"), F.pool(prefix + "-b")]
+    code, after, _ = any_cli.run(F.cluster(*pools))
+    assert code == 0
+    for pool in pools:
+        name = pool["metadata"]["name"]
+        mine = [o for o in F.owned(after) if o["metadata"]["ownerReferences"][0]["name"] == name]
+        assert len(mine) == 3
+        assert all(len(o["metadata"]["name"]) <= 253 and len(o["metadata"]["labels"]["ocl-reconciler.io/pool"]) <= 63
+                   for o in mine)
+        assert F.the_pool(after, name)["metadata"]["annotations"][A.STATE] == A.PENDING
+    labels = {o["metadata"]["labels"]["ocl-reconciler.io/pool"] for o in F.owned(after)}
+    names = {o["metadata"]["name"] for o in F.owned(after)}
+    assert len(labels) == 2 and len(names) == 6
+    assert any_cli.run(after)[1] == after                     # and they converge
+
+
+def test_broken_settings_keep_running_builds(run_cli):
+    started = run_cli.run(F.cluster())[1]
+    broken = [o for o in started if o["metadata"]["name"] != "machine-config-osimageurl"]
+    code, after, _ = run_cli.run(broken)
+    assert code == 2
+    assert F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.BLOCKED
+    assert len(F.owned(after)) == 3                          # nothing that should be kept is deleted

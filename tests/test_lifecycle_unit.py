@@ -128,9 +128,10 @@ def test_every_settings_input_changes_the_build_id(field, value):
     assert before != after
 
 
-def test_long_or_invalid_pool_name_is_blocked():
-    p = plan(F.pool("x" * 64))
+def test_invalid_pool_name_is_blocked_and_long_one_is_shortened():
+    p = plan(F.pool("bad name with spaces"))
     assert p.state_after == A.BLOCKED and "cannot be a label value" in p.message
+    assert plan(F.pool("x" * 64)).needs_machineconfig == "rendered-" + "x" * 64 + "-1"
 
 
 def test_long_pool_name_still_gives_valid_object_names():
