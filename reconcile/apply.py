@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from reconcile import lifecycle, naming, objects
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.plan import Action, PoolPlan
+from reconcile.settings import DEFAULT_NAMESPACE
 
 log = logging.getLogger("reconcile")
 
@@ -39,6 +40,19 @@ class RunResult:
     def failed(self) -> bool:
         return any(o.error or o.plan.blocked for o in self.outcomes)
 
+    def summary(self, requests: int | None, seconds: float) -> str:
+        """One line closing every run: pools by state, writes by verb, requests, duration."""
+        states: dict[str, int] = {}
+        for o in self.outcomes:
+            state = "Error" if o.error else (o.plan.state_after or "Removed")
+            states[state] = states.get(state, 0) + 1
+        writes = {v: sum(o.plan.count(v) for o in self.outcomes if not o.error) for v in
+                  ("create", "patch", "delete")}
+        pools = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
+        return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
+                f"{writes['delete']} deleted; {requests if requests is not None else '-'} requests; "
+                f"{seconds:.2f}s")
+
 
 def _do(cluster: Cluster, action: Action) -> None:
     kind, ns, name = action.obj["kind"], objects.namespace(action.obj), objects.name(action.obj)
@@ -46,6 +60,8 @@ def _do(cluster: Cluster, action: Action) -> None:
         try:
             cluster.create(action.obj)
         except AlreadyExists:
+            if kind == "Event":
+                return                             # this transition was already told
             if not _ours(cluster.get(kind, ns, name), action.obj):
                 raise AlreadyExists("it already exists and was not made by ocl-reconciler for this "
                                 "build; delete or rename it") from None
@@ -96,7 +112,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
 
 
 def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
-            replanner: Replanner | None = None) -> RunResult:
+            replanner: Replanner | None = None, namespace: str = DEFAULT_NAMESPACE) -> RunResult:
     result = RunResult()
     for plan in plans:
         outcome = Outcome(plan)
@@ -105,7 +121,7 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
         except ClusterError as err:
             outcome.error = str(err)
             log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
-            _record_error(cluster, plan.pool, str(err), now)
+            _record_error(cluster, plan.pool, str(err), now, namespace)
         done = outcome.plan
         if done.state_before != done.state_after and done.state_after and not outcome.error:
             log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
@@ -114,13 +130,14 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
     return result
 
 
-def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime) -> None:
+def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime,
+                  namespace: str) -> None:
     """Best effort: say on the pool why this run could not finish it."""
     try:
         pool = cluster.get("MachineConfigPool", "", pool_name)
         if pool is None or not lifecycle.opted_in(pool):
             return
-        for action in lifecycle.blocked(pool, message, now).actions:
+        for action in lifecycle.blocked(pool, message, now, namespace).actions:
             _do(cluster, action)
     except ClusterError as err:
         log.error("pool %s: cannot record the error: %s", pool_name, err, extra={"pool": pool_name})

@@ -122,6 +122,8 @@ def cmd_run(args, now: datetime) -> int:
     from reconcile.cluster import ClusterError
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
+    import time
+    started = time.monotonic()
     cluster = _cluster(args, now)
     try:
         held = lease.acquire(cluster, args.namespace, lease.holder_identity(),
@@ -133,12 +135,14 @@ def cmd_run(args, now: datetime) -> int:
         return EXIT_OK
     try:
         _, planner, plans = _observe(cluster, args, now)
-        result = apply.execute(cluster, plans, now, planner)
+        result = apply.execute(cluster, plans, now, planner, args.namespace)
     finally:
         try:
             lease.release(cluster, held)
         except ClusterError as err:
             logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
+    logging.getLogger("reconcile").info(
+        "%s", result.summary(getattr(cluster, "requests", None), time.monotonic() - started))
     if args.write_snapshot:
         try:
             snapshot.write(args.write_snapshot, cluster.items())

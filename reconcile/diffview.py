@@ -130,7 +130,9 @@ def _header(action: Action) -> str:
 
 
 def _sorted_actions(plans: Iterable[PoolPlan]) -> list[Action]:
-    return sorted((a for p in plans for a in p.actions), key=lambda a: objects.sort_key(a.obj))
+    """The writes a diff shows: Events are records of what happened, not state to compare."""
+    return sorted((a for p in plans for a in p.actions if a.obj.get("kind") != "Event"),
+                  key=lambda a: objects.sort_key(a.obj))
 
 
 def _paint(line: str, color: bool) -> str:

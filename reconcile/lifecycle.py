@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import builders, desired, imageref, naming, objects, patches
+from reconcile import builders, desired, events, imageref, naming, objects, patches
 from reconcile.plan import Action, PoolPlan
-from reconcile.settings import Settings
+from reconcile.settings import DEFAULT_NAMESPACE, Settings
 
 #: Passed as `machineconfig` when the rendered MachineConfig does not exist.
 MISSING: Mapping[str, Any] = {}
@@ -26,10 +26,15 @@ def rfc3339(now: datetime) -> str:
 
 
 def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None],
-              now: datetime) -> None:
+              now: datetime, namespace: str = DEFAULT_NAMESPACE) -> None:
     current = objects.annotations(pool)
     if wanted.get(A.STATE) and wanted[A.STATE] != current.get(A.STATE):
         wanted[A.TRANSITION] = rfc3339(now)
+        subject = wanted.get(A.IMAGE) if wanted[A.STATE] == A.SUCCEEDED else None
+        subject = subject or wanted.get(A.BUILD) or current.get(A.BUILD) or wanted.get(A.RENDERED) or ""
+        # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
+        plan.actions.append(Action("create", events.event(
+            pool, namespace, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
     change = A.changes(current, wanted)
     if not change:
         return
@@ -38,9 +43,9 @@ def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | N
 
 
 def _record(plan: PoolPlan, pool: Mapping[str, Any], now: datetime, state: str, message: str = "",
-            **extra: str | None) -> None:
+            namespace: str = DEFAULT_NAMESPACE, **extra: str | None) -> None:
     plan.state_after, plan.message = state, message
-    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now)
+    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now, namespace)
 
 
 def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -48,10 +53,11 @@ def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
         plan.actions.append(Action("delete", dict(obj)))
 
 
-def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
+def blocked(pool: Mapping[str, Any], message: str, now: datetime,
+            namespace: str = DEFAULT_NAMESPACE) -> PoolPlan:
     plan = PoolPlan(objects.name(pool), objects.annotations(pool).get(A.STATE))
     rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or None
-    _record(plan, pool, now, A.BLOCKED, message, **{A.RENDERED: rendered})
+    _record(plan, pool, now, A.BLOCKED, message, namespace, **{A.RENDERED: rendered})
     return plan
 
 
@@ -90,22 +96,23 @@ def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
 
 def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
               now: datetime, machineconfig: Mapping[str, Any] | None = None,
-              material: desired.Material | None = None) -> PoolPlan:
+              material: desired.Material | None = None,
+              namespace: str = DEFAULT_NAMESPACE) -> PoolPlan:
     """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
 
     Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
     was not given; call again with it (or MISSING) and the build material (secrets, labelled
     inputs): they matter only to a new build, so only then are they read."""
     if isinstance(settings, str):
-        return blocked(pool, settings, now)
+        return blocked(pool, settings, now, namespace)
     builder = builders.for_type(settings.builder_type)
     if builder is None:
         return blocked(pool, f"imageBuilderType {settings.builder_type!r} is not supported yet; "
-                             "use custom-pod-builder", now)
+                             "use custom-pod-builder", now, namespace)
     try:
         inp = desired.inputs(settings, pool)
     except desired.Blocked as err:
-        return blocked(pool, str(err), now)
+        return blocked(pool, str(err), now, namespace)
 
     ann = objects.annotations(pool)
     plan = PoolPlan(inp.pool, ann.get(A.STATE))
@@ -134,20 +141,20 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         if status.state == A.SUCCEEDED:
             image = f"{settings.repo}@{status.digest}"
             imageref.parse(image)
-            _record(plan, pool, now, A.SUCCEEDED, "", **base,
+            _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
                     **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config})
             _delete(plan, current + stale)
         else:
             kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""
             message = status.message or _interrupted(ann, ref) or kept
             _delete(plan, stale)
-            _record(plan, pool, now, status.state, message, **base)
+            _record(plan, pool, now, status.state, namespace=namespace, message=message, **base)
         return plan
     if at_ref and state in (A.PENDING, A.BUILDING):
         _delete(plan, stale)
         _record(plan, pool, now, A.INTERRUPTED,
                 f"{ref} was deleted before it finished; set annotation {A.REBUILD} to a new "
-                "value to build again", **base)
+                "value to build again", namespace, **base)
         return plan
 
     # A new build of the current inputs is due.
@@ -156,17 +163,17 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         return plan
     material = material or desired.Material()
     if material.problem:
-        return blocked(pool, material.problem, now)
+        return blocked(pool, material.problem, now, namespace)
     if machineconfig is MISSING:
-        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
+        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now, namespace)
     try:
         want = desired.objects(settings, pool, inp, builder, machineconfig, material)
     except desired.Blocked as err:
-        return blocked(pool, str(err), now)
+        return blocked(pool, str(err), now, namespace)
     _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
     _delete(plan, stale)
     message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
-    _record(plan, pool, now, A.PENDING, message, **base)
+    _record(plan, pool, now, A.PENDING, namespace=namespace, message=message, **base)
     return plan
 
 
@@ -177,7 +184,8 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
                  owned: list[Mapping[str, Any]], now: datetime,
                  machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
+                 only: Iterable[str] = (), material: desired.Material | None = None,
+                 namespace: str = DEFAULT_NAMESPACE) -> list[PoolPlan]:
     """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
 
     `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
@@ -195,7 +203,7 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
         if opted_in(pool):
             rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
             mc = (machineconfigs or {}).get(rendered) if rendered else None
-            plans.append(plan_pool(settings, pool, mine, now, mc, material))
+            plans.append(plan_pool(settings, pool, mine, now, mc, material, namespace))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             plans.append(opt_out(pool, mine))
     for name, orphans in sorted(by_pool.items()):

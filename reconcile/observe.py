@@ -116,13 +116,13 @@ class Planner:
               ) -> list[PoolPlan]:
         only = list(only)
         plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                       self.machineconfigs, only, self.material)
+                                       self.machineconfigs, only, self.material, self.seen.namespace)
         wanted = {p.needs_machineconfig for p in plans if p.needs_machineconfig}
         if not wanted:
             return plans
         self._read(wanted)
         return lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                      self.machineconfigs, only, self.material)
+                                      self.machineconfigs, only, self.material, self.seen.namespace)
 
     def plan(self) -> list[PoolPlan]:
         return self._plan(self.seen.pools, self.seen.owned, self.only)

@@ -37,4 +37,5 @@ class PoolPlan:
         return self.state_after == "Blocked"
 
     def count(self, verb: str) -> int:
-        return sum(1 for a in self.actions if a.verb == verb)
+        """Writes of a verb, Events (records of transitions) not counted."""
+        return sum(1 for a in self.actions if a.verb == verb and a.obj.get("kind") != "Event")

@@ -188,7 +188,9 @@ def test_output_json_for_scripts(run_cli):
     plan = json.loads(out)
     (pool,) = plan["pools"]
     assert (pool["pool"], pool["stateBefore"], pool["stateAfter"]) == ("worker", None, "Pending")
-    assert [a["verb"] for a in pool["actions"]] == ["create", "create", "create", "patch"]
+    assert [(a["verb"], a["kind"]) for a in pool["actions"]] == [
+        ("create", "ConfigMap"), ("create", "ConfigMap"), ("create", "Pod"), ("create", "Event"),
+        ("patch", "MachineConfigPool")]
     patch = pool["actions"][-1]["patch"]
     assert {"op": "add", "path": "/metadata/annotations/ocl-reconciler.io~1state", "value": "Pending"} in patch
     assert plan["summary"] == "3 to create, 1 to patch, 0 to delete; pools: worker - -> Pending"

@@ -277,3 +277,26 @@ def test_changing_builder_type_mid_build_interrupts_and_starts_the_other(any_cli
     assert a[A.STATE] == A.PENDING and a[A.MESSAGE] == f"interrupted {old_ref}: build inputs changed"
     assert a[A.BUILD].startswith(f"{F.BUILD_KINDS[other]}/")
     assert sorted(o["kind"] for o in F.owned(after)) == sorted(["ConfigMap", "ConfigMap", F.BUILD_KINDS[other]])
+
+
+def test_events_on_each_state_change_once(any_cli):
+    items = started(any_cli)
+    events = [o for o in items if o["kind"] == "Event"]
+    assert [(e["reason"], e["involvedObject"]["name"], e["type"]) for e in events] == [("BuildStarted", "worker", "Normal")]
+    again = any_cli.run(items)[1]
+    assert [o for o in again if o["kind"] == "Event"] == events          # a rerun adds none
+    failed = any_cli.run(finish(again, "worker", "Failed"))[1]
+    reasons = sorted(e["reason"] for e in failed if e["kind"] == "Event")
+    assert reasons == ["BuildFailed", "BuildStarted"]
+    warning = next(e for e in failed if e["kind"] == "Event" and e["reason"] == "BuildFailed")
+    assert warning["type"] == "Warning" and warning["message"] == ann(failed)[A.MESSAGE]
+
+
+def test_run_ends_with_a_one_line_summary(any_cli):
+    items = [o for o in F.cluster(F.pool("worker"), F.pool("infra", rendered="rendered-missing"))
+             if o["metadata"]["name"] != "rendered-missing"]
+    code, _, err = any_cli.run(items)
+    last = err.strip().splitlines()[-1]
+    assert code == 2
+    assert "run done: pools 1 Blocked, 1 Pending; 3 created, 2 patched, 0 deleted; " in last
+    assert last.endswith("s") and " requests; " in last

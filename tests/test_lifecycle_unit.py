@@ -43,8 +43,11 @@ def test_new_build_plan_order_creates_before_recording():
     p = start(F.pool())
     assert [(a.verb, a.obj["kind"]) for a in p.actions] == [
         ("create", "ConfigMap"), ("create", "ConfigMap"), ("create", "Pod"),
-        ("patch", "MachineConfigPool")]
+        ("create", "Event"), ("patch", "MachineConfigPool")]
     assert (p.state_before, p.state_after) == (None, A.PENDING)
+    event = p.actions[3].obj
+    assert (event["reason"], event["type"], event["involvedObject"]["name"]) == ("BuildStarted", "Normal", "worker")
+    assert event["metadata"]["name"] == start(F.pool()).actions[3].obj["metadata"]["name"]   # deterministic
 
 
 def test_pool_patches_touch_only_our_keys():
@@ -79,7 +82,7 @@ def test_drifted_configmap_is_patched_with_resource_version_test():
     assert cm_patch.patch[0] == {"op": "test", "path": "/metadata/resourceVersion",
                                  "value": cm_patch.obj["metadata"]["resourceVersion"]}
     assert cm_patch.after["data"]["Dockerfile"] != "FROM evil"
-    assert [a.verb for a in p.actions].count("create") == 1          # only the Pod
+    assert [a.obj["kind"] for a in p.actions if a.verb == "create"] == ["Pod", "Event"]
 
 
 def test_converged_cluster_plans_nothing():
@@ -168,10 +171,13 @@ def test_state_machine_table(phase, state, verbs):
     pool, live = _live_build(F.pool(), phase)
     p = plan(pool, live)
     assert p.state_after == state
-    assert [a.verb for a in p.actions] == verbs
+    assert [a.verb for a in p.actions if a.obj["kind"] != "Event"] == verbs
+    reasons = [a.obj["reason"] for a in p.actions if a.obj["kind"] == "Event"]
+    assert reasons == ([] if state == A.PENDING else
+                       [{A.BUILDING: "BuildRunning", A.SUCCEEDED: "BuildSucceeded", A.FAILED: "BuildFailed"}[state]])
     if state == A.SUCCEEDED:
-        assert p.actions[0].obj["kind"] == "MachineConfigPool"      # recorded before deleting
-        assert objects.annotations(p.actions[0].after)[A.IMAGE].startswith(F.REPO + "@sha256:")
+        assert [a.obj["kind"] for a in p.actions[:2]] == ["Event", "MachineConfigPool"]  # before deleting
+        assert objects.annotations(p.actions[1].after)[A.IMAGE].startswith(F.REPO + "@sha256:")
 
 
 @pytest.mark.parametrize("state, at_ref, pod, expect", [
@@ -192,7 +198,7 @@ def test_recorded_state_decides_next_step(state, at_ref, pod, expect):
     if not pod:
         live = [o for o in live if o["kind"] != "Pod"]
     p = plan(pool, live)
-    assert (p.state_after, [x.verb for x in p.actions]) == expect
+    assert (p.state_after, [x.verb for x in p.actions if x.obj["kind"] != "Event"]) == expect
     if expect[0] is None:
         assert p.needs_machineconfig == "rendered-worker-1"
 

@@ -1,0 +1,29 @@
+"""Kubernetes Events on the pool, one per state change, named from the transition itself
+(pool uid, new state, build or rendered config, reason) so that a rerun never duplicates one."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile import annotations as A
+from reconcile import naming, objects, templates
+
+#: state -> (reason, type)
+REASONS = {A.PENDING: ("BuildStarted", "Normal"), A.BUILDING: ("BuildRunning", "Normal"),
+           A.SUCCEEDED: ("BuildSucceeded", "Normal"), A.FAILED: ("BuildFailed", "Warning"),
+           A.INTERRUPTED: ("BuildInterrupted", "Warning"), A.BLOCKED: ("Blocked", "Warning")}
+
+
+def event(pool: Mapping[str, Any], namespace: str, state: str, subject: str, message: str,
+          time: str) -> dict[str, Any]:
+    reason, kind = REASONS[state]
+    uid = objects.meta(pool).get("uid", "")
+    key = "|".join((uid, objects.name(pool), state, subject, message if state == A.BLOCKED else ""))
+    name = f"{naming.pool_label(objects.name(pool))}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    text = message or {A.PENDING: f"started {subject}", A.BUILDING: f"{subject} is running",
+                       A.SUCCEEDED: f"built {subject}"}.get(state, state)
+    return templates.render_object("event.yaml.j2", name=name, namespace=namespace,
+                                   pool=objects.name(pool), uid=uid, reason=reason,
+                                   message=A.one_line(text, 1024), type=kind, time=time)
