@@ -106,7 +106,8 @@ def test_json_logs_are_one_object_per_line(run_cli):
     assert code == 0
     entries = [json.loads(line) for line in err.splitlines()]
     assert {"create", "patch"} <= {e["msg"].split()[0] for e in entries}
-    assert all(e["level"] == "info" and e.get("pool") == "worker" for e in entries)
+    assert all(e["level"] == "info" and e.get("pool") == "worker" for e in entries[:-1])
+    assert entries[-1]["msg"].startswith("run done: pools 1 Pending; 3 created, 1 patched, 0 deleted")
 
 
 def test_no_secret_value_in_any_output(run_cli):
