@@ -147,7 +147,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                       f"({encoding.CEILING // encoding.PART_SIZE} ConfigMaps)")
     n = names(inp)
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
-                  annotations={A.RENDERED: inp.rendered_config}, owner=naming.owner_reference(pool))
+                  annotations=naming.annotations(inp.rendered_config, wave=0),
+                  owner=naming.owner_reference(pool))
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
         data={"Dockerfile": dockerfile(inp, material.inputs)}, **common)
@@ -158,12 +159,12 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
-    ctx = BuildContext(
+    ctx = BuildContext(**dict(common, annotations=naming.annotations(inp.rendered_config, wave=1)),
         pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
         machineconfig_configmaps=tuple(cm["metadata"]["name"] for cm in mc_cms),
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
-        input_env=material.inputs.env, input_mounts=material.inputs.mounts, **common)
+        input_env=material.inputs.env, input_mounts=material.inputs.mounts)
     return [dockerfile_cm, *mc_cms, *secrets, builder.render(ctx)]

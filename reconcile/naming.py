@@ -44,6 +44,16 @@ def labels(pool: str, bid: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, POOL_LABEL: pool_label(pool), BUILD_ID_LABEL: bid}
 
 
+def annotations(rendered_config: str, wave: int) -> dict[str, str]:
+    """On everything we create: the rendered config it is for, and what Argo CD needs when it
+    renders us as a Config Management Plugin: inputs (wave 0) before the build (wave 1), not part
+    of the app's sync status, never pruned by Argo CD (we clean up our own objects)."""
+    return {"ocl-reconciler.io/rendered-config": rendered_config,
+            "argocd.argoproj.io/sync-wave": str(wave),
+            "argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+            "argocd.argoproj.io/sync-options": "Prune=false"}
+
+
 def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
     md = pool.get("metadata") or {}
     return {
