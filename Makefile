@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench lock clean
 
 install: $(STAMP)
 
@@ -42,6 +42,12 @@ lint: install
 
 bench: install
 	$(PY) bench/plan_scale.py
+
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet .
+	{ echo '# Runtime dependencies of ocl-reconciler, pinned for the container image (Containerfile).'; \
+	  echo '# Regenerate: make lock (pip install . in a fresh venv, then pip freeze).'; \
+	  .lock-venv/bin/pip freeze --exclude ocl-reconciler; } > requirements.lock && rm -rf .lock-venv build
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache

@@ -22,7 +22,16 @@ import jinja2
 
 from reconcile import yamlio
 
-MANIFESTS = Path(os.environ.get("OCL_MANIFESTS") or Path(__file__).resolve().parent.parent / "manifests")
+
+def _manifests() -> Path:
+    """manifests/ of a checkout (editable install), else the copy installed inside the package."""
+    if os.environ.get("OCL_MANIFESTS"):
+        return Path(os.environ["OCL_MANIFESTS"])
+    checkout = Path(__file__).resolve().parent.parent / "manifests"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "manifests"
+
+
+MANIFESTS = _manifests()
 
 
 class TemplateValueError(ValueError):

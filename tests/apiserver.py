@@ -163,6 +163,7 @@ class Request:
     name: str
     subresource: str = ""
     query: dict[str, str] = field(default_factory=dict)
+    group: str = ""
 
 
 class Store(MemoryCluster):
@@ -361,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(404, "NotFound", f"{res.plural} is namespaced: a namespace is required")
         if verb == "create" and name:
             raise HttpError(405, "MethodNotAllowed", "POST to a named resource")
-        return Request(verb, res.plural, namespace, name, sub, query), res, None
+        return Request(verb, res.plural, namespace, name, sub, query, res.group), res, None
 
     def _handle(self, method: str) -> None:
         api = self.api

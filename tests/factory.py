@@ -99,7 +99,7 @@ def the_pool(items: list[dict[str, Any]], name: str = "worker") -> dict[str, Any
 
 def owned(items: list[dict[str, Any]], pool_name: str | None = None) -> list[dict[str, Any]]:
     """Our build objects (Events, records of transitions, are not among them)."""
-    return [o for o in items if o["kind"] != "Event"
+    return [o for o in items if o["kind"] not in ("Event", "Lease")
             and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "ocl-reconciler"
             and (pool_name is None
                  or o["metadata"]["labels"].get("ocl-reconciler.io/pool") == pool_name)]
