@@ -14,7 +14,7 @@ import yaml
 
 from tests import factory as F
 
-OURS = sorted((F.ROOT / "kustomize/argocd-cm").glob("*/*/health_test.yaml"))
+OURS = sorted((F.ROOT / "kustomize/overlays/argocd/argocd-cm").glob("*/*/health_test.yaml"))
 ARGO = F.SHARED / "argocd/batch/CronJob/health_test.yaml"
 LUA = shutil.which("lua5.1") or shutil.which("lua")
 
@@ -72,8 +72,8 @@ def test_our_health_checks(test_file, input_path, expected):
 
 def test_every_pool_state_and_build_phase_is_covered():
     pool_states = {yaml.safe_load(p.read_text())["metadata"].get("annotations", {}).get("ocl-reconciler.io/state")
-                   for p in (F.ROOT / "kustomize/argocd-cm/machineconfiguration.openshift.io/MachineConfigPool/testdata").iterdir()}
+                   for p in (F.ROOT / "kustomize/overlays/argocd/argocd-cm/machineconfiguration.openshift.io/MachineConfigPool/testdata").iterdir()}
     assert pool_states >= {"Pending", "Building", "Succeeded", "Failed", "Interrupted", "Blocked", None}
     phases = {(yaml.safe_load(p.read_text()).get("status") or {}).get("phase")
-              for p in (F.ROOT / "kustomize/argocd-cm/build.openshift.io/Build/testdata").iterdir()}
+              for p in (F.ROOT / "kustomize/overlays/argocd/argocd-cm/build.openshift.io/Build/testdata").iterdir()}
     assert phases >= {None, "Pending", "Running", "Complete", "Failed", "Error", "Cancelled"}

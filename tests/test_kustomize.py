@@ -79,7 +79,7 @@ def test_argocd_overlay_waves_and_hook():
 
 
 def test_argocd_cm_component_merges_into_an_argo_cd_install(tmp_path):
-    shutil.copytree(F.ROOT / "kustomize/argocd-cm", tmp_path / "argocd-cm")
+    shutil.copytree(F.ROOT / "kustomize/overlays/argocd/argocd-cm", tmp_path / "argocd-cm")
     (tmp_path / "argocd-cm.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm, namespace: argocd}\n"
         "data: {url: https://argocd.example.com}\n")
@@ -113,7 +113,7 @@ def test_cmp_plugin_generate_prints_only_manifests(tmp_path):
     import sys
 
     from tests.apiserver import APIServer
-    plugin = yaml.safe_load((F.ROOT / "kustomize/argocd-cmp/plugin.yaml").read_text())
+    plugin = yaml.safe_load((F.ROOT / "kustomize/overlays/argocd/cmp/plugin.yaml").read_text())
     assert plugin["kind"] == "ConfigManagementPlugin"
     generate = plugin["spec"]["generate"]
     with APIServer(F.cluster(F.pool("worker"), F.pool("infra"))) as server:
