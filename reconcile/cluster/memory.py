@@ -31,6 +31,7 @@ class MemoryCluster:
         self.clock = clock
         self.store: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, str]] = []
+        self.requests = 0                      # calls made, as an API server would count them
         for obj in items:
             self.store[_key(obj)] = copy.deepcopy(dict(obj))
         highest = max((int(rv) for o in self.store.values()
@@ -39,12 +40,17 @@ class MemoryCluster:
 
     # reads ---------------------------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.requests += 1
+        return self._get(kind, namespace, name)
+
+    def _get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         namespaced = objects.KINDS.get(kind, ("", True))[1]
         obj = self.store.get((kind, namespace if namespaced else "", name))
         return copy.deepcopy(obj) if obj is not None else None
 
     def list(self, kind: str, namespace: str | None,
              selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+        self.requests += 1
         out = [copy.deepcopy(o) for (k, ns, _), o in sorted(self.store.items())
                if k == kind and (namespace is None or ns == namespace or ns == "")
                and objects.matches(selector or {}, objects.labels(o))]
@@ -58,6 +64,7 @@ class MemoryCluster:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._rv))
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.requests += 1
         new = copy.deepcopy(dict(obj))
         key = _key(new)
         if key in self.store:
@@ -72,7 +79,8 @@ class MemoryCluster:
 
     def patch(self, kind: str, namespace: str, name: str,
               ops: list[dict[str, Any]]) -> dict[str, Any]:
-        live = self.get(kind, namespace, name)
+        self.requests += 1
+        live = self._get(kind, namespace, name)
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")
         try:
@@ -91,6 +99,7 @@ class MemoryCluster:
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """PUT: compare-and-swap on metadata.resourceVersion."""
+        self.requests += 1
         new = copy.deepcopy(dict(obj))
         key = _key(new)
         live = self.store.get(key)
@@ -111,7 +120,8 @@ class MemoryCluster:
         return copy.deepcopy(new)
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
-        live = self.get(kind, namespace, name)
+        self.requests += 1
+        live = self._get(kind, namespace, name)
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")
         if uid and objects.meta(live).get("uid") != uid:
