@@ -12,7 +12,7 @@ from reconcile import apply, observe
 from reconcile.cluster import ClusterError
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
-from tests.test_fault_matrix import SCENARIOS, comparable
+from tests.test_fault_matrix import SCENARIOS, comparable, history
 
 
 class Killed(BaseException):
@@ -54,18 +54,13 @@ def one_run(cluster):
 def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, builder, scenario):
     monkeypatch.setattr(F, "BUILDER", builder)
     steps = SCENARIOS[scenario]
-    before_step, writes = [], []
-    items = F.cluster()
-    for step in steps:
-        items = copy.deepcopy(items)
-        if step:
-            step(items)
-        before_step.append(copy.deepcopy(items))
+    def fault_free(items):
         cluster = MemoryCluster(items, clock=lambda: F.NOW)
         one_run(cluster)
-        writes.append(len(cluster.writes))
-        items = cluster.items()
-    expected = comparable(items)
+        return cluster.items(), len(cluster.writes)
+
+    before_step, writes, final = history(steps, fault_free)
+    expected = comparable(final)
     covered = 0
     for index, start in enumerate(before_step):
         for die_at in range(writes[index]):

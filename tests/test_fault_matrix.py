@@ -48,6 +48,21 @@ SCENARIOS = {
 }
 
 
+def history(steps, run_once):
+    """The fault-free history of a scenario: the cluster before each step's run, how many writes
+    each run made, and the final cluster. `run_once(items)` returns (items after, writes)."""
+    before_step, writes = [], []
+    items = F.cluster()
+    for step in steps:
+        items = copy.deepcopy(items)
+        if step:
+            step(items)
+        before_step.append(copy.deepcopy(items))
+        items, count = run_once(items)
+        writes.append(count)
+    return before_step, writes, items
+
+
 def comparable(items):
     out = []
     for obj in copy.deepcopy(items):
@@ -86,18 +101,13 @@ def test_every_write_fails_three_ways_and_runs_converge(tmp_path, monkeypatch, c
     monkeypatch.setattr(F, "BUILDER", builder)
     runner = Runner(tmp_path)
     steps = SCENARIOS[scenario]
-    # the fault-free history: the state before each step's run, and how many writes that run made
-    before_step, write_counts = [], []
-    items = F.cluster()
-    for step in steps:
-        items = copy.deepcopy(items)
-        if step:
-            step(items)
-        before_step.append(copy.deepcopy(items))
-        items, count, _, code = runner.run(items)
+    def fault_free(items):
+        after, count, _, code = runner.run(items)
         assert code == 0
-        write_counts.append(count)
-    expected = comparable(items)
+        return after, count
+
+    before_step, write_counts, final = history(steps, fault_free)
+    expected = comparable(final)
     covered = 0
     for index, start in enumerate(before_step):
         for nth in range(1, write_counts[index] + 1):
