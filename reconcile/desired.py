@@ -104,14 +104,38 @@ def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
             for row in templates.table("image-labels.yaml")]
 
 
-def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None) -> str:
+def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the MachineConfig asks of the image itself: extensions and a kernel type (kernel
+    arguments are not image content: the node applies them). Raises Blocked."""
+    spec = (machineconfig or {}).get("spec") or {}
+    table = templates.table("extensions.yaml")
+    extensions = list(spec.get("extensions") or [])
+    kernel_type = spec.get("kernelType") or "default"
+    unknown = [e for e in extensions if e not in table["extensions"]]
+    if unknown:
+        raise Blocked(f"MachineConfig {inp.rendered_config}: unknown extension(s) {', '.join(unknown)} "
+                      f"(supported: {', '.join(sorted(table['extensions']))})")
+    if kernel_type not in table["kernelTypes"]:
+        raise Blocked(f"MachineConfig {inp.rendered_config}: unknown kernelType {kernel_type!r} "
+                      f"(supported: {', '.join(table['kernelTypes'])})")
+    packages = [p for e in extensions for p in table["extensions"][e]]
+    kernel = table["kernelTypes"][kernel_type]
+    if (packages or kernel) and not inp.extensions_image:
+        raise Blocked(f"MachineConfig {inp.rendered_config} needs extensions or kernelType {kernel_type}, "
+                      "but ConfigMap machine-config-osimageurl has no 'baseOSExtensionsContainerImage'")
+    return {"extensions": extensions, "packages": packages, "kernel": kernel, "kernel_type": kernel_type,
+            "extensions_image": inp.extensions_image}
+
+
+def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None,
+               machineconfig: Mapping[str, Any] | None = None) -> str:
     inputs = inputs or buildinputs.Inputs()
     try:
         return templates.render_text(
             "Dockerfile.j2", pool=inp.pool, rendered_config=inp.rendered_config,
             base_image=inp.base_image, image_labels=image_labels(inp),
             input_types=sorted(inputs.types), input_mounts=inputs.mounts,
-            custom_content=inp.custom_dockerfile.strip("\n"))
+            custom_content=inp.custom_dockerfile.strip("\n"), **os_content(inp, machineconfig))
     except templates.TemplateValueError as err:
         raise Blocked(f"Dockerfile for pool {inp.pool}: {err}") from None
 
@@ -151,7 +175,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                   owner=naming.owner_reference(pool))
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
-        data={"Dockerfile": dockerfile(inp, material.inputs)}, **common)
+        data={"Dockerfile": dockerfile(inp, material.inputs, machineconfig)}, **common)
     mc_cms = [templates.render_object(
         "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
         name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))

@@ -35,8 +35,15 @@ OSTREE_STANDIN = """#!/bin/sh
 mkdir -p /var/lib/ocl-standins
 echo "ostree $*" >> /var/lib/ocl-standins/ostree.args
 """
+RPM_OSTREE_STANDIN = """#!/bin/sh
+# Stand-in for rpm-ostree: records how it was called and what the repository it was given holds.
+mkdir -p /var/lib/ocl-standins
+echo "rpm-ostree $*" >> /var/lib/ocl-standins/rpm-ostree.args
+baseurl=$(sed -n 's#^baseurl=file://##p' /etc/yum.repos.d/ocl-extensions.repo)
+ls "$baseurl" "$baseurl/repodata" >> /var/lib/ocl-standins/rpm-ostree.repo
+"""
 BUSYBOX_APPLETS = ("sh", "ash", "base64", "gunzip", "mkdir", "cp", "rm", "ln", "cat", "echo", "ls",
-                   "basename", "test", "[", "true", "env", "chmod", "mv", "sed", "grep")
+                   "basename", "test", "[", "true", "env", "chmod", "mv", "sed", "grep", "printf")
 
 
 def ensure_tools() -> None:
@@ -137,11 +144,24 @@ def build_base_image(host: Host, ref: str) -> None:
     ignition.parent.mkdir(parents=True)
     ignition.write_text(IGNITION_STANDIN)
     (rootfs / "usr/bin/ostree").write_text(OSTREE_STANDIN)
-    for script in (ignition, rootfs / "usr/bin/ostree"):
+    (rootfs / "usr/bin/rpm-ostree").write_text(RPM_OSTREE_STANDIN)
+    for script in (ignition, rootfs / "usr/bin/ostree", rootfs / "usr/bin/rpm-ostree"):
         script.chmod(0o755)
     ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
     host.run("buildah", "--storage-driver", "vfs", "copy", ctr, str(rootfs), "/")
     host.run("buildah", "--storage-driver", "vfs", "config", "--env", "PATH=/usr/bin:/bin", ctr)
+    host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
+    host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
+
+
+def build_extensions_image(host: Host, ref: str) -> None:
+    """A stand-in extensions image: a tiny repository where the real one keeps it."""
+    repo = host.root / "extensions-rootfs/usr/share/rpm-ostree/extensions"
+    (repo / "repodata").mkdir(parents=True)
+    (repo / "repodata/repomd.xml").write_text("<repomd/>\n")
+    (repo / "usbguard-1.0-1.x86_64.rpm").write_bytes(b"not really an rpm\n")
+    ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
+    host.run("buildah", "--storage-driver", "vfs", "copy", ctr, str(host.root / "extensions-rootfs"), "/")
     host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
     host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
 

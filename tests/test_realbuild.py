@@ -27,6 +27,7 @@ def env(tmp_path_factory):
         host = R.Host(root, registry)
         base = f"{registry.host}/ocl/base:latest"
         R.build_base_image(host, base)
+        R.build_extensions_image(host, f"{registry.host}/ocl/extensions:latest")
         yield registry, host, base
     finally:
         registry.stop()
@@ -34,7 +35,8 @@ def env(tmp_path_factory):
 
 def cluster(registry, base, mc):
     settings = [F.build_config(finalImagePullspec=f"{registry.host}/ocl/os-image:latest"),
-                F.osimageurl(baseOSContainerImage=base, releaseVersion="4.16.0"),
+                F.osimageurl(baseOSContainerImage=base, releaseVersion="4.16.0",
+                             baseOSExtensionsContainerImage=f"{registry.host}/ocl/extensions:latest"),
                 F.secret("pull-secret", payload=R.auth_file(registry, "puller")),
                 F.secret("push-secret", payload=R.auth_file(registry, "pusher")),
                 F.configmap("on-cluster-build-custom-dockerfile", {"worker": CUSTOM})]
@@ -121,3 +123,18 @@ def test_broken_dockerfile_fails_and_its_reason_reaches_the_pool(env, run_cli, t
     assert (code, a[A.STATE]) == (0, A.FAILED)
     assert "wrong-path" in a[A.MESSAGE]
     assert snapshot.dump(final)
+
+
+def test_extensions_are_installed_from_the_extensions_image(env, run_cli, tmp_path):
+    registry, host, base = env
+    mc = F.machineconfig("rendered-worker-1")
+    mc["spec"]["extensions"] = ["usbguard"]
+    after, pod = first_run(run_cli, cluster(registry, base, mc))
+    code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
+    assert code == 0, logs
+    ref = f"{registry.host}/ocl/os-image@{message.strip()}"
+    args = R.image_file(host, ref, "/var/lib/ocl-standins/rpm-ostree.args", tmp_path / "a").decode()
+    assert args == "rpm-ostree install usbguard\n"
+    listing = R.image_file(host, ref, "/var/lib/ocl-standins/rpm-ostree.repo", tmp_path / "b").decode()
+    assert "usbguard-1.0-1.x86_64.rpm" in listing and "repomd.xml" in listing
+    assert R.image_file(host, ref, "/etc/yum.repos.d/ocl-extensions.repo", tmp_path / "c") is None  # cleaned up
