@@ -5,7 +5,7 @@ success, the last log lines on failure; for a Build, status.output.to.imageDiges
 
     python3 examples/kubelet.py IN.yaml OUT.yaml --pool worker=Succeeded --pool infra=Failed
 
-Phases: Pending, Running, Succeeded, Failed. The digest is derived from the Pod's name, so runs
+Phases: Pending, Running, Succeeded, Failed, Evicted. The digest is derived from the Pod's name, so runs
 are reproducible. Used by `make demo` and by the tests.
 """
 
@@ -35,7 +35,10 @@ BUILD_PHASES = {"Pending": "New", "Running": "Running", "Succeeded": "Complete",
 def set_build_phase(build: dict, phase: str, digest: str | None = None, log: str = FAILURE_LOG) -> dict:
     """Give `build` the status OpenShift's build controller reports for the Pod-style `phase`."""
     status: dict = {"phase": BUILD_PHASES.get(phase, phase)}
-    if phase == "Succeeded":
+    if phase == "Evicted":
+        status = {"phase": "Failed", "reason": "BuildPodEvicted",
+                  "message": "The build pod was evicted from the node."}
+    elif phase == "Succeeded":
         status["output"] = {"to": {"imageDigest": digest if digest is not None
                                    else digest_for(objects.name(build))}}
     elif phase == "Failed":
@@ -50,6 +53,10 @@ def set_phase(obj: dict, phase: str, digest: str | None = None, log: str = FAILU
     if obj.get("kind") == "Build":
         return set_build_phase(obj, phase, digest, log)
     pod = obj
+    if phase == "Evicted":
+        pod["status"] = {"phase": "Failed", "reason": "Evicted",
+                         "message": "The node was low on resource: memory."}
+        return pod
     container = pod["spec"]["containers"][0]["name"]
     status: dict = {"phase": phase}
     if phase == "Running":

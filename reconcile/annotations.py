@@ -16,6 +16,9 @@ TRANSITION = PREFIX + "transition-time"
 BUILT_CONFIG = PREFIX + "built-config"
 REBUILD = PREFIX + "rebuild"
 REBUILD_HANDLED = PREFIX + "rebuild-handled"
+ATTEMPT = PREFIX + "attempt"
+#: A build that fails for a transient reason is tried again, up to this many attempts in all.
+MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 
 #: Opt-in label on the pool (presence only, as in the MCO).

@@ -94,8 +94,13 @@ class Material:
     problem: str | None = None          # blocks every new build (bad secret, clashing inputs)
 
 
-def build_ref(builder: Any, namespace: str, inp: BuildInputs) -> str:
-    return f"{builder.kind}/{namespace}/{names(inp).build}"
+def build_name(inp: BuildInputs, attempt: int = 1) -> str:
+    """The build object of an attempt: the first keeps the plain name, retries are numbered."""
+    return names(inp).build if attempt <= 1 else naming.object_name(f"build{attempt}", inp.pool, inp.build_id)
+
+
+def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1) -> str:
+    return f"{builder.kind}/{namespace}/{build_name(inp, attempt)}"
 
 
 def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
@@ -156,7 +161,8 @@ def _auth_secret(name: str, configured: str, role: str, material: Material,
 
 
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
-            machineconfig: Mapping[str, Any], material: Material | None = None) -> list[dict[str, Any]]:
+            machineconfig: Mapping[str, Any], material: Material | None = None,
+            attempt: int = 1) -> list[dict[str, Any]]:
     """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order.
     Raises Blocked."""
     material = material or Material()
@@ -183,8 +189,9 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
-    ctx = BuildContext(**dict(common, annotations=naming.annotations(inp.rendered_config, wave=1)),
-        pool=inp.pool, rendered_config=inp.rendered_config, name=n.build,
+    build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)})
+    ctx = BuildContext(**dict(common, annotations=build_annotations),
+        pool=inp.pool, rendered_config=inp.rendered_config, name=build_name(inp, attempt),
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
         machineconfig_configmaps=tuple(cm["metadata"]["name"] for cm in mc_cms),
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,

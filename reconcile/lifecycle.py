@@ -116,15 +116,15 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
 
     ann = objects.annotations(pool)
     plan = PoolPlan(inp.pool, ann.get(A.STATE))
-    names = desired.names(inp)
-    ref = desired.build_ref(builder, settings.namespace, inp)
     bid = inp.build_id
+    attempt = _attempt(ann, builder, settings.namespace, inp)
+    ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     current = [o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == bid]
     stale = [o for o in owned if o not in current]
     build_obj = next((o for o in current if o.get("kind") == builder.kind
-                      and objects.name(o) == names.build), None)
+                      and objects.name(o) == desired.build_name(inp, attempt)), None)
     state, at_ref = ann.get(A.STATE), ann.get(A.BUILD) == ref
-    base = {A.RENDERED: inp.rendered_config, A.BUILD: ref}
+    base = {A.RENDERED: inp.rendered_config, A.BUILD: ref, A.ATTEMPT: str(attempt)}
     if ann.get(A.REBUILD):          # the token is in the build id: this build handles the request
         base[A.REBUILD_HANDLED] = ann[A.REBUILD]
 
@@ -136,9 +136,12 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         _delete(plan, stale)                    # the failed build's objects stay for debugging
         plan.state_after, plan.message = state, ann.get(A.MESSAGE, "")
         return plan
+    retry_reason = None
     if build_obj is not None:
         status = builder.read_status(build_obj)
-        if status.state == A.SUCCEEDED:
+        if status.state == A.FAILED and status.transient:
+            retry_reason = status.message
+        elif status.state == A.SUCCEEDED:
             image = f"{settings.repo}@{status.digest}"
             imageref.parse(image)
             _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
@@ -149,13 +152,17 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
             message = status.message or _interrupted(ann, ref) or kept
             _delete(plan, stale)
             _record(plan, pool, now, status.state, namespace=namespace, message=message, **base)
-        return plan
-    if at_ref and state in (A.PENDING, A.BUILDING):
-        _delete(plan, stale)
-        _record(plan, pool, now, A.INTERRUPTED,
-                f"{ref} was deleted before it finished; set annotation {A.REBUILD} to a new "
-                "value to build again", namespace, **base)
-        return plan
+        if retry_reason is None:
+            return plan
+    elif at_ref and state in (A.PENDING, A.BUILDING):
+        retry_reason = f"{ref} was deleted before it finished"
+    if retry_reason is not None:
+        history = _history(ann.get(A.MESSAGE, ""), attempt, retry_reason)
+        if attempt >= A.MAX_ATTEMPTS:
+            _delete(plan, stale)
+            _record(plan, pool, now, A.FAILED, namespace=namespace,
+                    message=f"failed after {attempt} attempts: {history}", **base)
+            return plan
 
     # A new build of the current inputs is due.
     if machineconfig is None:
@@ -166,15 +173,37 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         return blocked(pool, material.problem, now, namespace)
     if machineconfig is MISSING:
         return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now, namespace)
+    next_attempt = attempt + 1 if retry_reason is not None else 1
     try:
-        want = desired.objects(settings, pool, inp, builder, machineconfig, material)
+        want = desired.objects(settings, pool, inp, builder, machineconfig, material, next_attempt)
     except desired.Blocked as err:
         return blocked(pool, str(err), now, namespace)
     _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
-    _delete(plan, stale)
-    message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
+    _delete(plan, stale + ([build_obj] if retry_reason is not None and build_obj is not None else []))
+    if retry_reason is not None:
+        message = f"attempt {next_attempt} of {A.MAX_ATTEMPTS} after: {history}"
+    else:
+        message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
+    base.update({A.BUILD: desired.build_ref(builder, settings.namespace, inp, next_attempt),
+                 A.ATTEMPT: str(next_attempt)})
     _record(plan, pool, now, A.PENDING, namespace=namespace, message=message, **base)
     return plan
+
+
+def _attempt(ann: Mapping[str, str], builder: Any, namespace: str, inp: desired.BuildInputs) -> int:
+    """The attempt the pool's annotations are about, when they are about this build."""
+    try:
+        attempt = max(1, min(A.MAX_ATTEMPTS, int(ann.get(A.ATTEMPT) or 1)))
+    except ValueError:
+        attempt = 1
+    return attempt if ann.get(A.BUILD) == desired.build_ref(builder, namespace, inp, attempt) else 1
+
+
+def _history(message: str, attempt: int, reason: str) -> str:
+    """Each attempt's reason, kept in the one-line message: `attempt 1: ...; attempt 2: ...`."""
+    _, sep, earlier = message.partition(" after: ")
+    earlier = earlier if sep and message.startswith("attempt ") else ""
+    return "; ".join(p for p in (earlier, f"attempt {attempt}: {reason}") if p)
 
 
 def opted_in(pool: Mapping[str, Any]) -> bool:

@@ -34,7 +34,7 @@ def generate(builder_type: str, material: desired.Material | None = None):
     ("Pod", {"phase": "Succeeded", "containerStatuses": [{"name": "image-build", "state": {"terminated": {
         "exitCode": 0, "message": "sha256:" + "b" * 64 + "\n"}}}]}, A.SUCCEEDED, "sha256:" + "b" * 64, ""),
     ("Pod", {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."},
-     A.FAILED, None, "build Pod/ns/b failed: The node was low on memory."),
+     A.FAILED, None, "build Pod/ns/b failed: Evicted: The node was low on memory."),
     ("Build", {}, A.PENDING, None, ""),
     ("Build", {"phase": "New"}, A.PENDING, None, ""),
     ("Build", {"phase": "Pending"}, A.PENDING, None, ""),
@@ -219,3 +219,26 @@ def test_auth_errors_name_the_secret_not_its_content():
     with pytest.raises(auth.AuthError) as err:
         auth.auths(bad)
     assert "Secret s" in str(err.value) and "s3cr3t" not in str(err.value)
+
+
+@pytest.mark.parametrize("kind, status, transient", [
+    ("Pod", {"phase": "Failed", "reason": "Evicted"}, True),
+    ("Pod", {"phase": "Failed", "reason": "NodeLost"}, True),
+    ("Pod", {"phase": "Pending", "containerStatuses": [{"name": "image-build", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]}, True),
+    ("Pod", {"phase": "Failed", "containerStatuses": [{"name": "image-build", "state": {"terminated": {
+        "exitCode": 125, "message": "Error: writing blob: received unexpected HTTP status: 502 Bad Gateway"}}}]}, True),
+    ("Pod", {"phase": "Failed", "containerStatuses": [{"name": "image-build", "state": {"terminated": {
+        "exitCode": 1, "message": 'Error: building at STEP "RUN x": exit status 1'}}}]}, False),
+    ("Pod", {"phase": "Failed", "containerStatuses": [{"name": "image-build", "state": {"terminated": {
+        "exitCode": 1, "message": 'error building at STEP "RUN curl": i/o timeout'}}}]}, False),
+    ("Build", {"phase": "Failed", "reason": "BuildPodEvicted"}, True),
+    ("Build", {"phase": "Error", "reason": "BuildPodDeleted"}, True),
+    ("Build", {"phase": "Failed", "reason": "PushImageToRegistryFailed"}, True),
+    ("Build", {"phase": "Failed", "reason": "DockerBuildFailed"}, False),
+    ("Build", {"phase": "Cancelled", "reason": "BuildPodDeleted"}, False),
+])
+def test_transient_or_deterministic(kind, status, transient):
+    builder = builders.pod if kind == "Pod" else builders.build
+    got = builder.read_status({"kind": kind, "metadata": {"name": "b", "namespace": "ns"}, "status": status})
+    assert got.state == A.FAILED and got.transient is transient

@@ -45,6 +45,7 @@ SCENARIOS = {
     "fails-then-rebuilt": [None, phase("Failed"), rebuild, phase("Succeeded")],
     "new-config-mid-build": [None, phase("Running"), new_config, phase("Succeeded")],
     "opt-out": [None, phase("Running"), opt_out],
+    "evicted-then-retried": [None, phase("Evicted"), phase("Succeeded")],
 }
 
 

@@ -202,16 +202,43 @@ def test_rebuild_request_after_failure_builds_again(any_cli):
     assert len(F.owned(after)) == 3                    # the failed build's objects were replaced
 
 
-def test_build_pod_deleted_while_building_is_interrupted(any_cli, builder):
-    building = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
-    gone = [o for o in building if o["kind"] != builder]
-    code, after, _ = any_cli.run(gone)
-    assert code == 0
-    assert ann(after)[A.STATE] == A.INTERRUPTED
-    assert "was deleted before it finished" in ann(after)[A.MESSAGE]
-    assert A.REBUILD in ann(after)[A.MESSAGE]
-    assert any_cli.run(after)[1] == after              # terminal until asked
+def test_build_deleted_while_building_is_retried_then_fails_after_three_attempts(any_cli, builder):
+    items = any_cli.run(finish(started(any_cli), "worker", "Running"))[1]
+    first = ann(items)[A.BUILD]
+    for attempt in (2, 3):
+        gone = [o for o in items if o["kind"] != builder]
+        code, items, _ = any_cli.run(gone)
+        assert code == 0
+        a = ann(items)
+        assert (a[A.STATE], a[A.ATTEMPT]) == (A.PENDING, str(attempt))
+        assert a[A.MESSAGE].startswith(f"attempt {attempt} of 3 after: attempt 1: {first} was deleted")
+        assert a[A.BUILD] != first and build_pod(items)["metadata"]["name"] == a[A.BUILD].rsplit("/", 1)[1]
+    code, items, _ = any_cli.run([o for o in items if o["kind"] != builder])
+    a = ann(items)
+    assert (a[A.STATE], a[A.ATTEMPT]) == (A.FAILED, "3")
+    assert a[A.MESSAGE].startswith("failed after 3 attempts: attempt 1: ")
+    assert a[A.MESSAGE].count("was deleted before it finished") == 3
+    assert any_cli.run(items)[1] == items                 # terminal until asked
 
+
+def test_evicted_build_is_retried_and_then_succeeds(any_cli, builder):
+    items = any_cli.run(finish(started(any_cli), "worker", "Evicted"))[1]
+    a = ann(items)
+    assert (a[A.STATE], a[A.ATTEMPT]) == (A.PENDING, "2")
+    assert "attempt 2 of 3 after: attempt 1: build " in a[A.MESSAGE] and "evicted" in a[A.MESSAGE].lower()
+    assert len([o for o in F.owned(items) if o["kind"] == builder]) == 1      # the evicted one is gone
+    done = any_cli.run(finish(items, "worker", "Succeeded"))[1]
+    assert ann(done)[A.STATE] == A.SUCCEEDED and F.owned(done) == []
+
+
+def test_registry_5xx_during_push_is_retried_but_a_failed_step_is_not(any_cli, builder):
+    push_error = ("Copying blob sha256:abc\nError: pushing image: writing blob: received unexpected HTTP "
+                  "status: 503 Service Unavailable\n")
+    items = any_cli.run(finish(started(any_cli), "worker", "Failed", log=push_error))[1]
+    assert (ann(items)[A.STATE], ann(items)[A.ATTEMPT]) == (A.PENDING, "2")
+    step_error = 'Error: building at STEP "RUN rpm-ostree install x": exit status 1\n'
+    failed = any_cli.run(finish(items, "worker", "Failed", log=step_error))[1]
+    assert (ann(failed)[A.STATE], ann(failed)[A.ATTEMPT]) == (A.FAILED, "2")
 
 def test_label_removed_cleans_objects_and_our_annotations(any_cli):
     done = any_cli.run(finish(started(any_cli), "worker", "Succeeded"))[1]

@@ -184,7 +184,7 @@ def test_state_machine_table(phase, state, verbs):
     (A.SUCCEEDED, True, False, (A.SUCCEEDED, ["delete", "delete"])),   # leftovers of a killed run
     (A.FAILED, True, True, (A.FAILED, [])),
     (A.INTERRUPTED, True, False, (A.INTERRUPTED, [])),
-    (A.BUILDING, True, False, (A.INTERRUPTED, ["patch"])),
+    (A.BUILDING, True, False, (None, [])),               # vanished: another attempt needs the MC
     (A.BUILDING, False, False, (None, [])),              # new inputs: a MachineConfig is needed
     (A.BLOCKED, True, True, (A.PENDING, ["patch"])),     # unblocked: the live Pod is followed again
 ])

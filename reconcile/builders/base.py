@@ -3,6 +3,7 @@ of its status as (state, digest, message). A builder is only these two functions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,6 +31,19 @@ class BuildContext:
     input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
 
 
+#: Failures of the infrastructure rather than of the build: worth another attempt.
+TRANSIENT_PATTERNS = re.compile(
+    r"received unexpected HTTP status: 5\d\d|\b(500|502|503|504) (Internal Server Error|Bad Gateway|"
+    r"Service Unavailable|Gateway Timeout)|i/o timeout|TLS handshake timeout|connection reset by peer|"
+    r"context deadline exceeded|connection refused|no route to host|unexpected EOF", re.IGNORECASE)
+#: A step of the Containerfile that failed: deterministic, never retried.
+STEP_FAILED = re.compile(r"building at STEP|error building at step", re.IGNORECASE)
+
+
+def transient_text(text: str) -> bool:
+    return bool(TRANSIENT_PATTERNS.search(text or "")) and not STEP_FAILED.search(text or "")
+
+
 def last_line(text: str) -> str:
     """The last non-empty line of a log or message: what a one-line failure reason keeps."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -41,6 +55,7 @@ class BuildStatus:
     state: str            # one of annotations.PENDING, BUILDING, SUCCEEDED, FAILED
     digest: str | None = None
     message: str = ""
+    transient: bool = False   # a failure worth another attempt (eviction, lost node, registry 5xx)
 
 
 class Builder(Protocol):

@@ -7,12 +7,16 @@ from typing import Any
 
 from reconcile import annotations as A
 from reconcile import imageref, objects, templates
-from reconcile.builders.base import BuildContext, BuildStatus, last_line
+from reconcile.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Build"
 api_version = "build.openshift.io/v1"
 _STATES = {"New": A.PENDING, "Pending": A.PENDING, "Running": A.BUILDING}
 _FAILED = ("Failed", "Error", "Cancelled")
+#: openshift/api BuildStatusReason values that say the infrastructure failed, not the build.
+TRANSIENT_REASONS = {"BuildPodEvicted", "BuildPodDeleted", "PushImageToRegistryFailed",
+                     "PullBuilderImageFailed", "CannotCreateBuildPod", "BuildPodExists",
+                     "NoBuildContainerStatus", "FailedContainer", "ExceededRetryTimeout"}
 
 
 def render(ctx: BuildContext) -> dict[str, Any]:
@@ -35,5 +39,8 @@ def read_status(build: Mapping[str, Any]) -> BuildStatus:
         parts = [p for p in (status.get("reason"), status.get("message"),
                              last_line(status.get("logSnippet", ""))) if p]
         detail = ": ".join(parts) or "no reason given"
-        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {detail}"))
+        transient = phase != "Cancelled" and (status.get("reason") in TRANSIENT_REASONS
+                                              or transient_text(status.get("logSnippet", "")))
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {detail}"),
+                           transient=transient)
     return BuildStatus(A.PENDING)

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconcile import annotations as A
 from reconcile import imageref, objects, templates
-from reconcile.builders.base import BuildContext, BuildStatus, last_line
+from reconcile.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Pod"
 api_version = "v1"
@@ -40,9 +40,28 @@ def read_status(pod: Mapping[str, Any]) -> BuildStatus:
                                              "in its termination message")
     if phase == "Failed":
         term = _terminated(pod)
-        reason = (last_line(term.get("message", "")) or term.get("reason")
-                  or status.get("message") or status.get("reason") or "no reason given")
+        pod_reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p)
+        reason = last_line(term.get("message", "")) or term.get("reason") or pod_reason or "no reason given"
         code = term.get("exitCode")
         suffix = f" (exit code {code})" if code is not None else ""
-        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{suffix}: {reason}"))
+        transient = status.get("reason") in LOST or transient_text(term.get("message", ""))
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{suffix}: {reason}"),
+                           transient=transient)
+    waiting = _waiting(pod)
+    if waiting.get("reason") in PULL_BACK_OFF:
+        return BuildStatus(A.FAILED, transient=True, message=A.one_line(
+            f"build {where}: {waiting['reason']} on the builder image: {waiting.get('message', '')}"))
     return BuildStatus(A.PENDING)
+
+
+#: Pod status reasons that mean the node or the kubelet lost the Pod, not that the build failed.
+LOST = {"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError",
+        "Preempting", "DeadlineExceeded"}
+PULL_BACK_OFF = {"ImagePullBackOff", "ErrImagePull"}
+
+
+def _waiting(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            return (status.get("state") or {}).get("waiting") or {}
+    return {}
