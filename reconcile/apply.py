@@ -30,6 +30,7 @@ class Outcome:
     error: str = ""
     writes: int = 0
     replanned: bool = False
+    error_reason: str = ""
 
 
 @dataclass
@@ -85,7 +86,11 @@ def _ours(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
 
 
 class WriteError(ClusterError):
-    """A write failed; the message names the write and the object."""
+    """A write failed; the message names the write and the object, `status` is the server's."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
 
 
 def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None) -> None:
@@ -94,7 +99,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
             _do(cluster, action)
         except (Conflict, Invalid) as err:
             if action.verb != "patch" or replanner is None or outcome.replanned:
-                raise WriteError(f"{action.verb} {action.ref}: {err}") from None
+                raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
             log.info("pool %s: %s changed under us (%s); re-reading and re-planning", plan.pool,
                      action.ref, err, extra={"pool": plan.pool})
             outcome.replanned = True
@@ -106,7 +111,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
         except ClusterError as err:
             if isinstance(err, WriteError):
                 raise
-            raise WriteError(f"{action.verb} {action.ref}: {err}") from None
+            raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
         outcome.writes += 1
         log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})
 
@@ -120,6 +125,7 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
             _run_plan(cluster, plan, outcome, replanner)
         except ClusterError as err:
             outcome.error = str(err)
+            outcome.error_reason = str(err.status or type(err).__name__)
             log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
             _record_error(cluster, plan.pool, str(err), now, namespace)
         done = outcome.plan

@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
+    run.add_argument("--metrics-file", metavar="FILE",
+                     help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
+    run.add_argument("--pushgateway", metavar="URL",
+                     help="push Prometheus metrics of the run to this Pushgateway")
     diff = sub.add_parser("diff", parents=[common], help="show what run would change; no writes",
                           description="Show what `run` would change, as kubectl diff does; no writes. "
                                       "KUBECTL_EXTERNAL_DIFF names a program to compare the live and "
@@ -134,15 +138,21 @@ def cmd_run(args, now: datetime) -> int:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
     try:
-        _, planner, plans = _observe(cluster, args, now)
+        seen, planner, plans = _observe(cluster, args, now)
         result = apply.execute(cluster, plans, now, planner, args.namespace)
     finally:
         try:
             lease.release(cluster, held)
         except ClusterError as err:
             logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
-    logging.getLogger("reconcile").info(
-        "%s", result.summary(getattr(cluster, "requests", None), time.monotonic() - started))
+    seconds = time.monotonic() - started
+    logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds))
+    if args.metrics_file or args.pushgateway:
+        from reconcile import metrics
+        registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
+                                   metrics.build_durations(result.outcomes, seen.owned, now), now)
+        for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
+            logging.getLogger("reconcile").warning("%s", problem)
     if args.write_snapshot:
         try:
             snapshot.write(args.write_snapshot, cluster.items())

@@ -14,6 +14,7 @@ import os
 import random
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,6 +59,7 @@ class LiveCluster:
         self.sleep = sleep or (lambda seconds: time.sleep(seconds))
         self.clock = clock
         self.requests = 0
+        self.outcomes: Counter[tuple[str, str]] = Counter()   # (verb, outcome) for metrics
 
     # transport --------------------------------------------------------------------------------
     def _send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
@@ -88,6 +90,7 @@ class LiveCluster:
         while True:
             self.requests += 1
             status, headers, data = self._send(method, path, query or [], body, content_type)
+            self.outcomes[(method.lower(), str(status) if status else "connection-error")] += 1
             if 200 <= status < 300:
                 return json.loads(data) if data else None
             if status and status not in RETRYABLE:

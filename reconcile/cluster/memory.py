@@ -32,15 +32,20 @@ class MemoryCluster:
         self.store: dict[Key, dict[str, Any]] = {}
         self.writes: list[tuple[str, str]] = []
         self.requests = 0                      # calls made, as an API server would count them
+        self.outcomes: dict[tuple[str, str], int] = {}
         for obj in items:
             self.store[_key(obj)] = copy.deepcopy(dict(obj))
         highest = max((int(rv) for o in self.store.values()
                        if str(rv := objects.meta(o).get("resourceVersion", "")).isdigit()), default=0)
         self._rv = itertools.count(highest + 1)
 
+    def _count(self, verb: str) -> None:
+        self.requests += 1
+        self.outcomes[(verb, "ok")] = self.outcomes.get((verb, "ok"), 0) + 1
+
     # reads ---------------------------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        self.requests += 1
+        self._count("get")
         return self._get(kind, namespace, name)
 
     def _get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -50,7 +55,7 @@ class MemoryCluster:
 
     def list(self, kind: str, namespace: str | None,
              selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
-        self.requests += 1
+        self._count("list")
         out = [copy.deepcopy(o) for (k, ns, _), o in sorted(self.store.items())
                if k == kind and (namespace is None or ns == namespace or ns == "")
                and objects.matches(selector or {}, objects.labels(o))]
@@ -64,7 +69,7 @@ class MemoryCluster:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._rv))
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        self.requests += 1
+        self._count("create")
         new = copy.deepcopy(dict(obj))
         key = _key(new)
         if key in self.store:
@@ -79,7 +84,7 @@ class MemoryCluster:
 
     def patch(self, kind: str, namespace: str, name: str,
               ops: list[dict[str, Any]]) -> dict[str, Any]:
-        self.requests += 1
+        self._count("patch")
         live = self._get(kind, namespace, name)
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")
@@ -99,7 +104,7 @@ class MemoryCluster:
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """PUT: compare-and-swap on metadata.resourceVersion."""
-        self.requests += 1
+        self._count("replace")
         new = copy.deepcopy(dict(obj))
         key = _key(new)
         live = self.store.get(key)
@@ -120,7 +125,7 @@ class MemoryCluster:
         return copy.deepcopy(new)
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
-        self.requests += 1
+        self._count("delete")
         live = self._get(kind, namespace, name)
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")

@@ -1,0 +1,92 @@
+"""Prometheus metrics of one run: builds by pool and state, build and reconcile durations, API
+requests by verb and outcome, errors by reason. Written as a node-exporter textfile and/or pushed
+to a Pushgateway; a run is a short-lived job, so nothing is served."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from reconcile import annotations as A
+from reconcile import objects
+
+
+def build_durations(outcomes: Iterable[Any], owned: Iterable[Mapping[str, Any]],
+                    now: datetime) -> dict[str, float]:
+    """Seconds from a build object's creation to its end, for builds that ended in this run."""
+    created = {}
+    for obj in owned:
+        if obj.get("kind") in ("Pod", "Build"):
+            try:
+                created[f"{obj['kind']}/{objects.namespace(obj)}/{objects.name(obj)}"] = datetime.strptime(
+                    objects.meta(obj)["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=now.tzinfo)
+            except (KeyError, ValueError):
+                continue
+    out = {}
+    for outcome in outcomes:
+        plan = outcome.plan
+        if plan.state_after in (A.SUCCEEDED, A.FAILED) and plan.state_before in (A.PENDING, A.BUILDING):
+            for action in plan.actions:
+                if action.obj.get("kind") == "MachineConfigPool" and action.after:
+                    ref = objects.annotations(action.after).get(A.BUILD, "")
+                    if ref in created:
+                        out[plan.pool] = max(0.0, (now - created[ref]).total_seconds())
+    return out
+
+
+def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float,
+            durations: Mapping[str, float], finished: datetime):
+    from prometheus_client import CollectorRegistry, Gauge
+    from prometheus_client import Counter as PCounter
+
+    registry = CollectorRegistry()
+    builds = Gauge("ocl_builds", "Pools by the state of their current build (1 = in that state)",
+                   ["pool", "state"], registry=registry)
+    for outcome in result.outcomes:
+        if outcome.plan.state_after:
+            for state in A.STATES:
+                builds.labels(outcome.plan.pool, state).set(1 if outcome.plan.state_after == state else 0)
+    duration = Gauge("ocl_build_duration_seconds", "Duration of builds that ended in this run",
+                     ["pool"], registry=registry)
+    for pool, value in durations.items():
+        duration.labels(pool).set(value)
+    Gauge("ocl_reconcile_duration_seconds", "Duration of the reconcile run",
+          registry=registry).set(seconds)
+    Gauge("ocl_last_run_timestamp_seconds", "When the run ended (Unix time)",
+          registry=registry).set(finished.timestamp())
+    api = PCounter("ocl_api_requests", "API requests by verb and outcome", ["verb", "outcome"],
+                   registry=registry)
+    for (verb, outcome), count in sorted(requests.items()):
+        api.labels(verb, outcome).inc(count)
+    errors = PCounter("ocl_errors", "Errors by reason", ["reason"], registry=registry)
+    reasons: Counter[str] = Counter()
+    for outcome in result.outcomes:
+        if outcome.error:
+            reasons[outcome.error_reason or "write"] += 1
+        elif outcome.plan.blocked:
+            reasons["blocked"] += 1
+        elif outcome.plan.state_after == A.FAILED and outcome.plan.state_before != A.FAILED:
+            reasons["build-failed"] += 1
+    for reason, count in sorted(reasons.items()):
+        errors.labels(reason).inc(count)
+    return registry
+
+
+def export(registry: Any, textfile: str | None, pushgateway: str | None) -> list[str]:
+    """Write and/or push; returns problems (a metrics failure never fails the run)."""
+    from prometheus_client import push_to_gateway, write_to_textfile
+
+    problems = []
+    if textfile:
+        try:
+            write_to_textfile(textfile, registry)
+        except OSError as err:
+            problems.append(f"cannot write metrics to {textfile}: {err.strerror}")
+    if pushgateway:
+        try:
+            push_to_gateway(pushgateway, job="ocl-reconciler", registry=registry, timeout=10)
+        except Exception as err:  # noqa: BLE001 - urllib raises many kinds; report, do not fail
+            problems.append(f"cannot push metrics to {pushgateway}: {err}")
+    return problems
