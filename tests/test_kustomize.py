@@ -132,12 +132,16 @@ def test_containerfile_is_non_root_and_pins_every_runtime_dependency():
     users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
     assert users[-1] not in ("0", "root")
     assert "-r requirements.lock" in text and "--no-deps" in text
-    pins = {line.split("==")[0].lower() for line in (F.ROOT / "requirements.lock").read_text().splitlines()
+    import re
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+    pins = {norm(line.split("==")[0]) for line in (F.ROOT / "requirements.lock").read_text().splitlines()
             if line and not line.startswith("#")}
     assert all("==" in line for line in (F.ROOT / "requirements.lock").read_text().splitlines()
                if line and not line.startswith("#"))
     import tomllib
     deps = tomllib.loads((F.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in deps:
-        name = dep.split(">")[0].split("=")[0].split("<")[0].strip().lower()
+        name = norm(dep.split(">")[0].split("=")[0].split("<")[0].strip())
         assert name in pins, f"{name} is not pinned in requirements.lock"
