@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import auth, buildinputs, dockerlint, encoding, naming, templates
+from reconcile import auth, buildinputs, dockerlint, encoding, naming, proxy, templates
 from reconcile.builders.base import BuildContext
 from reconcile.settings import Settings
 
@@ -92,6 +93,8 @@ class Material:
     secrets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     inputs: buildinputs.Inputs = field(default_factory=buildinputs.Inputs)
     problem: str | None = None          # blocks every new build (bad secret, clashing inputs)
+    proxy_env: tuple[tuple[str, str], ...] = ()    # the cluster Proxy's settings
+    trust_bundle: str | None = None                # the cluster's additional CA bundle
 
 
 def build_name(inp: BuildInputs, attempt: int = 1) -> str:
@@ -181,13 +184,15 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                   owner=naming.owner_reference(pool))
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
-        data={"Dockerfile": dockerfile(inp, material.inputs, machineconfig)}, **common)
+        data={"Dockerfile": dockerfile(inp, _with_cluster_proxy(inp, material, common)[0], machineconfig)},
+        **common)
     mc_cms = [templates.render_object(
         "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
         name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))
         for i, (key, value) in enumerate(encoding.parts(encoded).items())]
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
+    inputs, trust = _with_cluster_proxy(inp, material, common)
     own = {s["metadata"]["name"] for s in secrets}
     build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)})
     ctx = BuildContext(**dict(common, annotations=build_annotations),
@@ -197,5 +202,22 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
-        input_env=material.inputs.env, input_mounts=material.inputs.mounts)
-    return [dockerfile_cm, *mc_cms, *secrets, builder.render(ctx)]
+        input_env=inputs.env, input_mounts=inputs.mounts, build_args=material.proxy_env)
+    return [dockerfile_cm, *mc_cms, *trust, *secrets, builder.render(ctx)]
+
+
+def _with_cluster_proxy(inp: BuildInputs, material: Material, common: Mapping[str, Any]
+                        ) -> tuple[buildinputs.Inputs, list[dict[str, Any]]]:
+    """The labelled inputs plus the cluster Proxy: its env (a labelled `proxy` input wins where
+    both set a variable) and its trust bundle, copied into a ConfigMap of ours and mounted."""
+    inputs = material.inputs
+    taken = {e["name"] for e in inputs.env}
+    env = inputs.env + tuple({"name": k, "value": v} for k, v in material.proxy_env if k not in taken)
+    if not material.trust_bundle:
+        return dataclasses.replace(inputs, env=env), []
+    name = naming.object_name("ca", inp.pool, inp.build_id)
+    cm = templates.render_object("configmap.yaml.j2", name=name,
+                                 data={"ca.crt": templates.Opaque(material.trust_bundle)}, **common)
+    mount = buildinputs.Mount("cluster-ca", "ConfigMap", name, proxy.MOUNT)
+    return dataclasses.replace(inputs, env=env, mounts=inputs.mounts + (mount,),
+                               types=inputs.types | {"cluster-ca"}), [cm]

@@ -17,6 +17,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "Build": ("build.openshift.io/v1", True),
     "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False),
     "MachineConfig": ("machineconfiguration.openshift.io/v1", False),
+    "Proxy": ("config.openshift.io/v1", False),
 }
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, settings
+from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, proxy, settings
 from reconcile.cluster import Cluster, NotFound
 from reconcile.plan import PoolPlan
 from reconcile.settings import Settings, SettingsError
@@ -65,7 +65,24 @@ def read_material(cluster: Cluster, found: Settings,
         inputs = buildinputs.discover(labelled.values(), *builders.reserved())
     except buildinputs.Conflict as err:
         return desired.Material(secrets, problem=str(err))
-    return desired.Material(secrets, inputs)
+    cluster_proxy = proxy.from_object(_get_optional(cluster, "Proxy", "", proxy.NAME))
+    bundle = None
+    if cluster_proxy.trusted_ca:
+        cm = cluster.get("ConfigMap", proxy.TRUST_NAMESPACE, cluster_proxy.trusted_ca)
+        bundle = ((cm or {}).get("data") or {}).get(proxy.TRUST_KEY) or None
+        if bundle is None:
+            return desired.Material(secrets, inputs, problem=(
+                f"ConfigMap {proxy.TRUST_NAMESPACE}/{cluster_proxy.trusted_ca} (Proxy cluster, "
+                f"spec.trustedCA) has no key {proxy.TRUST_KEY!r}"))
+    return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle)
+
+
+def _get_optional(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    """A GET of a kind the cluster may not serve (the Proxy on plain Kubernetes): absent."""
+    try:
+        return cluster.get(kind, namespace, name)
+    except NotFound:
+        return None
 
 
 def _list_optional(cluster: Cluster, kind: str, namespace: str,

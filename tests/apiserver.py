@@ -57,6 +57,7 @@ RESOURCES = [
     Resource("machineconfiguration.openshift.io", "v1", "machineconfigs", "MachineConfig", False,
              short=("mc",)),
     Resource("build.openshift.io", "v1", "builds", "Build", True, status=True),
+    Resource("config.openshift.io", "v1", "proxies", "Proxy", False, status=True),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]

@@ -37,8 +37,9 @@ def test_overlay_builds_and_validates_strictly(overlay):
                                         "ClusterRoleBinding", "CronJob"}
     for doc in docs:
         kubernetes_validate.validate(doc, "1.32.0", strict=True)
-        assert doc["metadata"].get("namespace", "openshift-machine-config-operator") == \
-            "openshift-machine-config-operator"
+        expected = "openshift-config" if doc["metadata"]["name"].endswith("trust-bundle") \
+            else "openshift-machine-config-operator"
+        assert doc["metadata"].get("namespace", expected) == expected
 
 
 def test_cronjob_is_restricted_and_fits_the_lease():

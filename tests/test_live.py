@@ -60,7 +60,7 @@ def test_creating_run_reads_one_machineconfig_per_pool(tmp_path):
         assert run(server, tmp_path) == 0
         gets = sorted((r.resource, r.name) for r in server.log if r.verb == "get")
         assert gets == [("machineconfigs", f"rendered-pool{i}-1") for i in range(3)] + [
-            ("secrets", "pull-secret"), ("secrets", "push-secret")]
+            ("proxies", "cluster"), ("secrets", "pull-secret"), ("secrets", "push-secret")]
         input_lists = [r.query.get("labelSelector") for r in server.log if r.verb == "list" and r.resource == "secrets"]
         assert input_lists == ["app.kubernetes.io/managed-by=ocl-reconciler", "ocl-reconciler.io/build-input",
                                "coreos-assembler.coreos.com/secret"]

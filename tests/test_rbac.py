@@ -27,19 +27,21 @@ USER = "system:serviceaccount:openshift-machine-config-operator:ocl-reconciler"
 
 
 def rendered_rules():
+    """{scope: rules}: scope is a Role's namespace, or "" for the ClusterRole."""
     out = subprocess.run([KUBECTL, "kustomize", str(F.ROOT / "kustomize/base")], capture_output=True,
                          text=True, check=True).stdout
-    docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
-    return docs["Role"]["metadata"]["namespace"], docs["Role"]["rules"], docs["ClusterRole"]["rules"]
+    docs = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")]
+    return {d["metadata"].get("namespace", "") if d["kind"] == "Role" else "": d["rules"] for d in docs}
 
 
-def authorizer(namespace, role_rules, cluster_rules):
+def authorizer(rules_by_scope):
     def allows(rules, req: Request) -> bool:
         return any(req.group in r["apiGroups"] and req.resource in r["resources"] and req.verb in r["verbs"]
                    for r in rules)
 
     def authorize(req: Request):
-        if allows(cluster_rules, req) or (req.namespace == namespace and allows(role_rules, req)):
+        if allows(rules_by_scope.get("", []), req) or (
+                req.namespace and allows(rules_by_scope.get(req.namespace, []), req)):
             return None
         where = f'in the namespace "{req.namespace}"' if req.namespace else "at the cluster scope"
         what = f'{req.resource}.{req.group}' if req.group else req.resource
@@ -126,7 +128,18 @@ def drift_and_conflict(authorize, tmp_path):
         return code == 0 and {"configmaps", "secrets"} <= patched
 
 
-SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"),
+def cluster_proxy(authorize, tmp_path):
+    proxy_obj = {"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": {"name": "cluster"},
+                 "spec": {"trustedCA": {"name": "user-ca-bundle"}},
+                 "status": {"httpsProxy": "http://proxy.example.com:3128"}}
+    bundle = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "user-ca-bundle", "namespace": "openshift-config"},
+              "data": {"ca-bundle.crt": "-----BEGIN CERTIFICATE-----\n"}}
+    code, items = run(F.cluster(extra=[proxy_obj, bundle]), authorize, tmp_path)
+    return code == 0 and any(o["kind"] == "ConfigMap" and "ca.crt" in o.get("data", {}) for o in items)
+
+
+SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": cluster_proxy,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "adoption-pod": adoption("custom-pod-builder"), "adoption-build": adoption("openshift-image-builder"),
              "lease-takeover": lease_takeover, "drift-and-conflict": drift_and_conflict}
@@ -139,7 +152,7 @@ def quiet(monkeypatch):
 
 
 def test_every_scenario_passes_with_the_rendered_rules(tmp_path):
-    authorize = authorizer(*rendered_rules())
+    authorize = authorizer(rendered_rules())
     for name, scenario in SCENARIOS.items():
         assert scenario(authorize, tmp_path), name
 
@@ -151,23 +164,18 @@ def _without(rules, index, verb):
 
 
 def removals():
-    namespace, role, cluster = rendered_rules()
-    for scope, rules in (("Role", role), ("ClusterRole", cluster)):
+    for scope, rules in rendered_rules().items():
         for index, rule in enumerate(rules):
             for verb in rule["verbs"]:
-                yield pytest.param(scope, index, verb, id=f"{scope}-{rule['resources'][0]}-{verb}")
+                yield pytest.param(scope, index, verb, id=f"{scope or 'cluster'}-{rule['resources'][0]}-{verb}")
 
 
 @pytest.mark.parametrize("scope, index, verb", list(removals()) if KUBECTL else [])
 def test_removing_any_verb_breaks_a_scenario_with_a_clear_403(tmp_path, capsys, scope, index, verb):
-    namespace, role, cluster = rendered_rules()
-    if scope == "Role":
-        role = _without(role, index, verb)
-        resource = rendered_rules()[1][index]["resources"][0]
-    else:
-        cluster = _without(cluster, index, verb)
-        resource = rendered_rules()[2][index]["resources"][0]
-    authorize = authorizer(namespace, role, cluster)
+    rules = rendered_rules()
+    resource = rules[scope][index]["resources"][0]
+    rules[scope] = _without(rules[scope], index, verb)
+    authorize = authorizer(rules)
     broken = []
     for name, scenario in SCENARIOS.items():
         capsys.readouterr()

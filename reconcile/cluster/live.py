@@ -14,6 +14,7 @@ import os
 import random
 import time
 import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,6 +34,7 @@ PATHS: dict[str, tuple[str, str]] = {
     "Build": ("/apis/build.openshift.io/v1", "builds"),
     "MachineConfigPool": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigpools"),
     "MachineConfig": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigs"),
+    "Proxy": ("/apis/config.openshift.io/v1", "proxies"),
 }
 PAGE = 500
 RETRYABLE = {429, 500, 502, 503, 504}
@@ -218,4 +220,16 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float) -> Live
             raise ConnectError(f"invalid kubeconfig: not valid YAML ({type(err).__name__})") from None
         raise
     cfg.retries = False                     # our own retries, bounded by the run's deadline
+    cfg.proxy = cfg.proxy or env_proxy(cfg.host)
     return LiveCluster(client.ApiClient(cfg), time.monotonic() + timeout)
+
+
+def env_proxy(server: str) -> str | None:
+    """The proxy the standard variables (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) choose for the API
+    server, as curl and kubectl honour them; the client does not read them itself."""
+    parts = urllib.parse.urlsplit(server)
+    proxies = urllib.request.getproxies_environment()
+    chosen = proxies.get(parts.scheme)
+    if not chosen or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    return chosen
