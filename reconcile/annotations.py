@@ -17,6 +17,7 @@ BUILT_CONFIG = PREFIX + "built-config"
 REBUILD = PREFIX + "rebuild"
 REBUILD_HANDLED = PREFIX + "rebuild-handled"
 ATTEMPT = PREFIX + "attempt"
+IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: A build that fails for a transient reason is tried again, up to this many attempts in all.
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"

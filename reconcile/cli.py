@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
+    run.add_argument("--keep-images", type=int, default=2, metavar="N",
+                     help="after a newer image succeeds, delete a pool's older images from the registry "
+                          "but the newest N (default: %(default)s; -1: never delete)")
     run.add_argument("--metrics-file", metavar="FILE",
                      help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
     run.add_argument("--pushgateway", metavar="URL",
@@ -71,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                           description="Show what `run` would change, as kubectl diff does; no writes. "
                                       "KUBECTL_EXTERNAL_DIFF names a program to compare the live and "
                                       "desired trees instead; its exit status is ours.")
+    diff.add_argument("--keep-images", type=int, default=2, metavar="N",
+                      help="show which images run would delete from the registry (as for run)")
     diff.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="colour the diff (auto: only on a terminal)")
     diff.add_argument("-o", "--output", choices=("diff", "json"), default="diff",
@@ -140,6 +145,11 @@ def cmd_run(args, now: datetime) -> int:
     try:
         seen, planner, plans = _observe(cluster, args, now)
         result = apply.execute(cluster, plans, now, planner, args.namespace)
+        from reconcile import pruning
+        _, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, plans),
+                                      args.keep_images, dry_run=False)
+        for error in prune_errors:
+            logging.getLogger("reconcile").error("%s", error)
     finally:
         try:
             lease.release(cluster, held)
@@ -158,13 +168,19 @@ def cmd_run(args, now: datetime) -> int:
             snapshot.write(args.write_snapshot, cluster.items())
         except OSError as err:
             raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
-    return EXIT_BLOCKED if result.failed else EXIT_OK
+    return EXIT_BLOCKED if result.failed or prune_errors else EXIT_OK
 
 
 def cmd_diff(args, now: datetime) -> int:
-    from reconcile import diffview
-    _, _, plans = _observe(_cluster(args, now), args, now)
-    changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
+    from reconcile import diffview, pruning
+    cluster = _cluster(args, now)
+    seen, _, plans = _observe(cluster, args, now)
+    pruned, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, plans),
+                                       args.keep_images, dry_run=True)
+    for error in prune_errors:
+        print(f"error: {error}", file=sys.stderr)
+    changed = EXIT_CHANGES if any(p.actions for p in plans) or any(
+        line.startswith("would") for line in pruned) else EXIT_OK
     if args.output == "json":
         sys.stdout.write(diffview.as_json(plans))
         return changed
@@ -176,6 +192,7 @@ def cmd_diff(args, now: datetime) -> int:
         except RuntimeError as err:
             raise Fatal(str(err)) from None
     sys.stdout.write(diffview.render(plans, diffview.color_wanted(args.color, sys.stdout)))
+    sys.stdout.write("".join(f"# {line}\n" for line in pruned))
     return changed
 
 

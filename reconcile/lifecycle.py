@@ -144,8 +144,10 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         elif status.state == A.SUCCEEDED:
             image = f"{settings.repo}@{status.digest}"
             imageref.parse(image)
+            earlier = [i for i in ann.get(A.IMAGES, "").split() if i != image]
             _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
-                    **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config})
+                    **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,
+                       A.IMAGES: " ".join([image] + earlier)})
             _delete(plan, current + stale)
         else:
             kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""

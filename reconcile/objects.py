@@ -18,6 +18,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False),
     "MachineConfig": ("machineconfiguration.openshift.io/v1", False),
     "Proxy": ("config.openshift.io/v1", False),
+    "Node": ("v1", False),
 }
 
 

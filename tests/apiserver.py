@@ -51,6 +51,7 @@ RESOURCES = [
     Resource("", "v1", "pods", "Pod", True, status=True, short=("po",)),
     Resource("", "v1", "events", "Event", True, short=("ev",)),
     Resource("", "v1", "namespaces", "Namespace", False, status=True, short=("ns",)),
+    Resource("", "v1", "nodes", "Node", False, status=True, short=("no",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("machineconfiguration.openshift.io", "v1", "machineconfigpools", "MachineConfigPool",
              False, status=True, short=("mcp",)),

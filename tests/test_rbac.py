@@ -50,10 +50,10 @@ def authorizer(rules_by_scope):
     return authorize
 
 
-def run(items, authorize, tmp_path, faults=()):
+def run(items, authorize, tmp_path, faults=(), extra=()):
     with APIServer(items, authorize=authorize, clock=lambda: F.NOW) as server:
         server.faults.extend(copy.deepcopy(list(faults)))
-        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10"])
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10", *extra])
         return code, server.items()
 
 
@@ -139,7 +139,20 @@ def cluster_proxy(authorize, tmp_path):
     return code == 0 and any(o["kind"] == "ConfigMap" and "ca.crt" in o.get("data", {}) for o in items)
 
 
+def pruning(authorize, tmp_path):
+    """An old image is still used by a node: listed, kept, nothing deleted."""
+    old = "registry.example.com:5000/ocl/os-image@sha256:" + "1" * 64
+    new = "registry.example.com:5000/ocl/os-image@sha256:" + "2" * 64
+    pool = F.pool(annotations={A.IMAGES: f"{new} {old}", A.IMAGE: new})
+    # keep 1: the old one is a candidate, and the node protects it
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
+        "machineconfiguration.openshift.io/currentImage": old}}}
+    code, items = run(F.cluster(pool, extra=[node]), authorize, tmp_path, extra=["--keep-images", "1"])
+    return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.IMAGES] == f"{new} {old}"
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": cluster_proxy,
+             "pruning": pruning,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "adoption-pod": adoption("custom-pod-builder"), "adoption-build": adoption("openshift-image-builder"),
              "lease-takeover": lease_takeover, "drift-and-conflict": drift_and_conflict}

@@ -138,3 +138,28 @@ def test_extensions_are_installed_from_the_extensions_image(env, run_cli, tmp_pa
     listing = R.image_file(host, ref, "/var/lib/ocl-standins/rpm-ostree.repo", tmp_path / "b").decode()
     assert "usbguard-1.0-1.x86_64.rpm" in listing and "repomd.xml" in listing
     assert R.image_file(host, ref, "/etc/yum.repos.d/ocl-extensions.repo", tmp_path / "c") is None  # cleaned up
+
+
+def test_superseded_images_are_pruned_from_the_real_registry(env, run_cli, tmp_path):
+    registry, host, base = env
+    digests = []
+    for i in range(3):
+        root = tmp_path / f"img{i}"
+        root.mkdir()
+        (root / "marker").write_text(f"image {i}\n")
+        ref = f"{registry.host}/ocl/os-image:prune-{i}"
+        ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
+        host.run("buildah", "--storage-driver", "vfs", "copy", ctr, str(root / "marker"), "/marker")
+        host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
+        host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
+        digests.append(json.loads(host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}").stdout)["Digest"])
+    refs = [f"{registry.host}/ocl/os-image@{d}" for d in reversed(digests)]          # newest first
+    items = cluster(registry, base, F.machineconfig("rendered-worker-1"))
+    F.the_pool(items)["metadata"]["annotations"].update({A.IMAGES: " ".join(refs), A.IMAGE: refs[0]})
+    code, after, err = run_cli.run(items, "--keep-images", "1")
+    assert code == 0, err
+    for ref in refs[1:]:
+        gone = host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}", check=False)
+        assert gone.returncode != 0 and "manifest unknown" in gone.stderr.lower()
+    assert host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{refs[0]}").returncode == 0
+    assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES] == refs[0]

@@ -35,6 +35,7 @@ PATHS: dict[str, tuple[str, str]] = {
     "MachineConfigPool": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigpools"),
     "MachineConfig": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigs"),
     "Proxy": ("/apis/config.openshift.io/v1", "proxies"),
+    "Node": ("/api/v1", "nodes"),
 }
 PAGE = 500
 RETRYABLE = {429, 500, 502, 503, 504}

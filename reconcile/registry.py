@@ -1,0 +1,86 @@
+"""Deleting images from a registry through the registry API (Docker Registry HTTP API v2), with the
+push secret's credentials: basic auth, or the bearer-token dance when the registry asks for it.
+Loopback registries are spoken to over plain HTTP, as container tools treat 127.0.0.0/8."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile import imageref
+
+ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                    "application/vnd.docker.distribution.manifest.list.v2+json"))
+
+
+class RegistryError(Exception):
+    """The registry refused or failed; the message says which image and why (never credentials)."""
+
+
+def _base(host: str) -> str:
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host
+    loopback = name in ("localhost", "[::1]") or name.startswith("127.")
+    return f"{'http' if loopback else 'https'}://{host}"
+
+
+def _split(image: str) -> tuple[str, str, str]:
+    ref = imageref.parse(image)
+    if not ref.digest:
+        raise RegistryError(f"{image}: not a digested image reference")
+    host, _, path = ref.repo.partition("/")
+    if "." not in host and ":" not in host and host != "localhost":
+        host, path = "docker.io", ref.repo
+    return host, path, ref.digest
+
+
+def _token(challenge: str, basic: str | None, timeout: float) -> str | None:
+    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    if "realm" not in params:
+        return None
+    query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
+    request = urllib.request.Request(f"{params['realm']}?{query}")
+    if basic:
+        request.add_header("Authorization", f"Basic {basic}")
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        body = json.loads(resp.read() or b"{}")
+    return body.get("token") or body.get("access_token")
+
+
+def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
+    """Delete a digested image's manifest. Returns "deleted", "not found" or "deletion disabled"
+    (neither of the last two is an error); raises RegistryError otherwise."""
+    host, path, digest = _split(image)
+    entry = auths.get(host) or auths.get(f"https://{host}") or {}
+    basic = entry.get("auth")
+    if not basic and entry.get("username"):
+        basic = base64.b64encode(f"{entry['username']}:{entry.get('password', '')}".encode()).decode()
+    url = f"{_base(host)}/v2/{path}/manifests/{digest}"
+    headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {})}
+    for _ in range(2):
+        request = urllib.request.Request(url, method="DELETE", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout):
+                return "deleted"
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return "not found"
+            if err.code == 405:
+                return "deletion disabled"
+            challenge = err.headers.get("WWW-Authenticate", "")
+            if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
+                    "Authorization", ""):
+                token = _token(challenge, basic, timeout)
+                if token:
+                    headers["Authorization"] = f"Bearer {token}"
+                    continue
+            raise RegistryError(f"{image}: the registry answered {err.code} {err.reason}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise RegistryError(f"{image}: {getattr(err, 'reason', err)}") from None
+    raise RegistryError(f"{image}: not authorised by the registry")

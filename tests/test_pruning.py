@@ -1,0 +1,119 @@
+"""Image pruning: superseded images leave the registry, the newest N and any image a pool or a
+node uses stay; against a fake registry speaking the v2 API (auth, 202/404/405), and against the
+real docker-registry in the realbuild suite."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from reconcile import annotations as A
+from reconcile import prune, registry
+from tests import factory as F
+
+DIGESTS = ["sha256:" + c * 64 for c in "1234"]
+
+
+class FakeRegistry(BaseHTTPRequestHandler):
+    """DELETE /v2/<name>/manifests/<digest>: 401 without the right basic auth, 405 when deletion
+    is disabled, 404 for unknown digests, else 202."""
+    manifests: set = set()
+    deletion = True
+    user = "pusher:s3cret"
+    deleted: list = []
+
+    def log_message(self, *a):
+        pass
+
+    def do_DELETE(self):
+        expected = "Basic " + base64.b64encode(self.user.encode()).decode()
+        if self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+        elif not type(self).deletion:
+            self.send_response(405)
+        else:
+            digest = self.path.rsplit("/", 1)[1]
+            if digest in type(self).manifests:
+                type(self).manifests.discard(digest)
+                type(self).deleted.append(self.path)
+                self.send_response(202)
+            else:
+                self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def fake_registry():
+    FakeRegistry.manifests, FakeRegistry.deleted, FakeRegistry.deletion = set(DIGESTS), [], True
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeRegistry)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def auths(host, user="pusher:s3cret"):
+    return {host: {"auth": base64.b64encode(user.encode()).decode()}}
+
+
+def test_registry_delete_outcomes(fake_registry):
+    image = f"{fake_registry}/ocl/os-image@{DIGESTS[0]}"
+    assert registry.delete(image, auths(fake_registry)) == "deleted"
+    assert registry.delete(image, auths(fake_registry)) == "not found"
+    FakeRegistry.deletion = False
+    assert registry.delete(f"{fake_registry}/ocl/os-image@{DIGESTS[1]}", auths(fake_registry)) == "deletion disabled"
+    with pytest.raises(registry.RegistryError) as err:
+        registry.delete(f"{fake_registry}/ocl/os-image@{DIGESTS[1]}", auths(fake_registry, "pusher:wrong"))
+    assert "401" in str(err.value) and "wrong" not in str(err.value)
+    with pytest.raises(registry.RegistryError):
+        registry.delete(f"{fake_registry}/ocl/os-image:tag", auths(fake_registry))
+
+
+def pool_with_history(host, images, current=None):
+    refs = [f"{host}/ocl/os-image@{d}" for d in images]
+    return F.pool("worker", annotations={A.IMAGES: " ".join(refs), A.IMAGE: current or refs[0],
+                                         A.STATE: A.SUCCEEDED}), refs
+
+
+def test_plan_keeps_newest_and_whatever_is_in_use():
+    pool, refs = pool_with_history("r.example.com", DIGESTS)
+    node = {"kind": "Node", "metadata": {"name": "n1", "annotations": {
+        "machineconfiguration.openshift.io/currentImage": refs[3]}}}
+    (item,) = prune.plan([pool], [node], keep=2)
+    assert (item.delete, item.protected) == ((refs[2],), (refs[3],))
+    assert prune.remaining(pool, 2, [refs[2]]) == " ".join([refs[0], refs[1], refs[3]])
+    assert prune.plan([pool], [], keep=4) == []
+
+
+def test_run_prunes_superseded_images_and_diff_shows_it_first(run_cli, fake_registry):
+    pool, refs = pool_with_history(fake_registry, DIGESTS)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
+        "machineconfiguration.openshift.io/desiredImage": refs[3]}}}
+    push = F.secret("push-secret", payload={"auths": auths(fake_registry)})
+    items = F.cluster(pool, settings=[F.build_config(), F.osimageurl(), F.secret("pull-secret"), push],
+                      extra=[node])
+    items = [o for o in items if o["kind"] != "MachineConfigPool"] + [pool]
+    code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(items)), "--color", "never")
+    assert f"# would delete image {refs[2]} (pool worker): superseded" in out
+    assert f"# keep image {refs[3]} (pool worker): a pool or node still uses it" in out
+    assert FakeRegistry.deleted == []                          # diff deletes nothing
+    code, after, err = run_cli.run(items)
+    assert code == 0 and FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]
+    assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == [refs[0], refs[1], refs[3]]
+    code, again, _ = run_cli.run(after)
+    assert FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]      # nothing more
+    code, _, _ = run_cli.run(after, "--keep-images", "-1")
+
+
+def test_a_success_adds_to_the_history(run_cli):
+    import kubelet
+    started = run_cli.run(F.cluster())[1]
+    done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started])[1]
+    a = F.the_pool(done)["metadata"]["annotations"]
+    assert a[A.IMAGES] == a[A.IMAGE]
