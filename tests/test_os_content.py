@@ -51,11 +51,11 @@ def test_unknown_extension_or_kernel_type_blocks():
         desired.dockerfile(_inputs(), machineconfig=_mc(kernel_type="turbo"))
 
 
-def test_extensions_need_the_extensions_image(run_cli):
+def test_extensions_need_the_extensions_image(any_cli):
     items = F.cluster(settings=[F.build_config(), F.osimageurl(baseOSExtensionsContainerImage=""),
                                 F.secret("pull-secret"), F.secret("push-secret")])
     F.find(items, "MachineConfig")[0]["spec"]["extensions"] = ["usbguard"]
-    code, after, _ = run_cli.run(items)
+    code, after, _ = any_cli.run(items)
     assert code == 2
     assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == (
         "MachineConfig rendered-worker-1 needs extensions or kernelType default, but ConfigMap "
@@ -73,3 +73,17 @@ def test_extension_dockerfile_passes_hadolint(tmp_path, extensions, kernel_type)
     result = subprocess.run([_hadolint(), "--no-color", "--failure-threshold", "warning", *ignores, str(path)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+def test_both_builders_get_the_extension_step(any_cli, monkeypatch, builder):
+    monkeypatch.setattr(F, "BUILDER", builder)
+    items = F.cluster(settings=[F.build_config(), F.osimageurl(baseOSExtensionsContainerImage=EXT),
+                                F.secret("pull-secret"), F.secret("push-secret")])
+    mc = F.find(items, "MachineConfig")[0]
+    mc["spec"].update(extensions=["ipsec"], kernelType="realtime")
+    code, after, _ = any_cli.run(items)
+    assert code == 0
+    dockerfile = next(o for o in F.owned(after) if "Dockerfile" in o.get("data", {}))["data"]["Dockerfile"]
+    assert "rpm-ostree install NetworkManager-libreswan libreswan" in dockerfile
+    assert "--install kernel-rt-core" in dockerfile and f"from={EXT}" in dockerfile

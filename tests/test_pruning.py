@@ -91,7 +91,7 @@ def test_plan_keeps_newest_and_whatever_is_in_use():
     assert prune.plan([pool], [], keep=4) == []
 
 
-def test_run_prunes_superseded_images_and_diff_shows_it_first(run_cli, fake_registry):
+def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_registry):
     pool, refs = pool_with_history(fake_registry, DIGESTS)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
         "machineconfiguration.openshift.io/desiredImage": refs[3]}}}
@@ -99,16 +99,16 @@ def test_run_prunes_superseded_images_and_diff_shows_it_first(run_cli, fake_regi
     items = F.cluster(pool, settings=[F.build_config(), F.osimageurl(), F.secret("pull-secret"), push],
                       extra=[node])
     items = [o for o in items if o["kind"] != "MachineConfigPool"] + [pool]
-    code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(items)), "--color", "never")
+    code, out, _ = any_cli("diff", "--snapshot", str(any_cli.write(items)), "--color", "never")
     assert f"# would delete image {refs[2]} (pool worker): superseded" in out
     assert f"# keep image {refs[3]} (pool worker): a pool or node still uses it" in out
     assert FakeRegistry.deleted == []                          # diff deletes nothing
-    code, after, err = run_cli.run(items)
+    code, after, err = any_cli.run(items)
     assert code == 0 and FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]
     assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == [refs[0], refs[1], refs[3]]
-    code, again, _ = run_cli.run(after)
+    code, again, _ = any_cli.run(after)
     assert FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]      # nothing more
-    code, _, _ = run_cli.run(after, "--keep-images", "-1")
+    code, _, _ = any_cli.run(after, "--keep-images", "-1")
 
 
 def test_a_success_adds_to_the_history(run_cli):
