@@ -105,10 +105,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
     inputs): they matter only to a new build, so only then are they read."""
     if isinstance(settings, str):
         return blocked(pool, settings, now, namespace)
-    builder = builders.for_type(settings.builder_type)
-    if builder is None:
-        return blocked(pool, f"imageBuilderType {settings.builder_type!r} is not supported yet; "
-                             "use custom-pod-builder", now, namespace)
+    builder = builders.for_type(settings.builder_type)      # settings.read validated the type
     try:
         inp = desired.inputs(settings, pool)
     except desired.Blocked as err:

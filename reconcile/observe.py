@@ -28,13 +28,10 @@ class Observed:
     configmaps: list[dict[str, Any]] = field(default_factory=list)
 
 
-def read_settings(cluster: Cluster, namespace: str,
-                  configmaps: list[dict[str, Any]] | None = None) -> Settings | str:
-    if configmaps is None:
-        cms = {n: cluster.get("ConfigMap", namespace, n) for n in settings.SETTINGS_CONFIGMAPS}
-    else:
-        by_name = {objects.name(o): o for o in configmaps}
-        cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
+def read_settings(namespace: str, configmaps: list[dict[str, Any]]) -> Settings | str:
+    """Settings from the namespace's ConfigMaps (already listed), or why they are invalid."""
+    by_name = {objects.name(o): o for o in configmaps}
+    cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
     try:
         return settings.read(namespace, cms)
     except SettingsError as err:
@@ -108,7 +105,7 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
     owned = [o for o in configmaps if _ours(o)] + [
         o for kind in OWNED_KINDS if kind != "ConfigMap"
         for o in _list_optional(cluster, kind, namespace, naming.SELECTOR)]
-    return Observed(namespace, read_settings(cluster, namespace, configmaps),
+    return Observed(namespace, read_settings(namespace, configmaps),
                     cluster.list("MachineConfigPool", None), owned, configmaps)
 
 
