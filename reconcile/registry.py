@@ -76,7 +76,11 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
             challenge = err.headers.get("WWW-Authenticate", "")
             if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
                     "Authorization", ""):
-                token = _token(challenge, basic, timeout)
+                try:
+                    token = _token(challenge, basic, timeout)
+                except (urllib.error.URLError, OSError, ValueError) as token_err:
+                    raise RegistryError(f"{image}: the registry's token service refused: "
+                                        f"{getattr(token_err, 'code', '') or token_err}") from None
                 if token:
                     headers["Authorization"] = f"Bearer {token}"
                     continue

@@ -117,3 +117,44 @@ def test_a_success_adds_to_the_history(run_cli):
     done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started])[1]
     a = F.the_pool(done)["metadata"]["annotations"]
     assert a[A.IMAGES] == a[A.IMAGE]
+
+
+class BearerRegistry(FakeRegistry):
+    """Token auth as Docker Hub and Quay do it: a 401 challenge, a token for basic credentials."""
+
+    def do_GET(self):
+        expected = "Basic " + base64.b64encode(self.user.encode()).decode()
+        ok = self.path.startswith("/token?") and self.headers.get("Authorization") == expected
+        body = b'{"token": "tok-123"}' if ok else b"{}"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_DELETE(self):
+        if self.headers.get("Authorization") != "Bearer tok-123":
+            self.send_response(401)
+            host = self.headers.get("Host")
+            self.send_header("WWW-Authenticate", f'Bearer realm="http://{host}/token",service="reg",'
+                                                 'scope="repository:ocl/os-image:delete"')
+        else:
+            type(self).deleted.append(self.path)
+            self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_registry_bearer_token_flow():
+    BearerRegistry.deleted = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BearerRegistry)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        assert registry.delete(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host)) == "deleted"
+        assert BearerRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[0]}"]
+        with pytest.raises(registry.RegistryError):
+            registry.delete(f"{host}/ocl/os-image@{DIGESTS[1]}", auths(host, "pusher:wrong"))
+    finally:
+        server.shutdown()
+        server.server_close()
