@@ -146,8 +146,9 @@ def cmd_run(args, now: datetime) -> int:
         seen, planner, plans = _observe(cluster, args, now)
         result = apply.execute(cluster, plans, now, planner, args.namespace)
         from reconcile import pruning
+        # a snapshot is a simulation: it never deletes real images, it says what it would delete
         _, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, plans),
-                                      args.keep_images, dry_run=False)
+                                      args.keep_images, dry_run=bool(args.snapshot))
         for error in prune_errors:
             logging.getLogger("reconcile").error("%s", error)
     finally:

@@ -156,7 +156,9 @@ def test_superseded_images_are_pruned_from_the_real_registry(env, run_cli, tmp_p
     refs = [f"{registry.host}/ocl/os-image@{d}" for d in reversed(digests)]          # newest first
     items = cluster(registry, base, F.machineconfig("rendered-worker-1"))
     F.the_pool(items)["metadata"]["annotations"].update({A.IMAGES: " ".join(refs), A.IMAGE: refs[0]})
-    code, after, err = run_cli.run(items, "--keep-images", "1")
+    from tests.conftest import ApiCli
+    live = ApiCli(tmp_path, run_cli.capsys)              # a snapshot run would only say what it would delete
+    code, after, err = live.run(items, "--keep-images", "1")
     assert code == 0, err
     for ref in refs[1:]:
         gone = host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}", check=False)
