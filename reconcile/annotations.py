@@ -18,6 +18,8 @@ REBUILD = PREFIX + "rebuild"
 REBUILD_HANDLED = PREFIX + "rebuild-handled"
 ATTEMPT = PREFIX + "attempt"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
+#: At most this many images are remembered (annotations share 256 KiB per object).
+IMAGES_LIMIT = 50
 #: A build that fails for a transient reason is tried again, up to this many attempts in all.
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"

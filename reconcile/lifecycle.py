@@ -144,7 +144,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
             earlier = [i for i in ann.get(A.IMAGES, "").split() if i != image]
             _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
                     **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,
-                       A.IMAGES: " ".join([image] + earlier)})
+                       A.IMAGES: " ".join(([image] + earlier)[:A.IMAGES_LIMIT])})
             _delete(plan, current + stale)
         else:
             kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""

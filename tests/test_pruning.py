@@ -116,12 +116,19 @@ def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_regi
         assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == refs
 
 
-def test_a_success_adds_to_the_history(run_cli):
+def test_a_success_adds_to_the_history_which_stays_bounded(run_cli):
     import kubelet
     started = run_cli.run(F.cluster())[1]
     done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started])[1]
     a = F.the_pool(done)["metadata"]["annotations"]
     assert a[A.IMAGES] == a[A.IMAGE]
+    old = [f"r.example.com/os@sha256:{i:064x}" for i in range(60)]
+    pool = F.pool(annotations={A.IMAGES: " ".join(old), A.REBUILD: "x"})
+    started = run_cli.run(F.cluster(pool), "--keep-images", "-1")[1]
+    done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started],
+                       "--keep-images", "-1")[1]
+    images = F.the_pool(done)["metadata"]["annotations"][A.IMAGES].split()
+    assert len(images) == A.IMAGES_LIMIT and images[1:] == old[:A.IMAGES_LIMIT - 1]
 
 
 class BearerRegistry(FakeRegistry):
