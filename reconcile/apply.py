@@ -109,8 +109,6 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
                 _run_plan(cluster, fresh, outcome, replanner)
             return
         except ClusterError as err:
-            if isinstance(err, WriteError):
-                raise
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
         outcome.writes += 1
         log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})

@@ -147,7 +147,8 @@ def cmd_run(args, now: datetime) -> int:
         result = apply.execute(cluster, plans, now, planner, args.namespace)
         from reconcile import pruning
         # a snapshot is a simulation: it never deletes real images, it says what it would delete
-        _, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, plans),
+        written = [o.plan for o in result.outcomes if not o.error]
+        _, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, written),
                                       args.keep_images, dry_run=bool(args.snapshot))
         for error in prune_errors:
             logging.getLogger("reconcile").error("%s", error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,7 @@ class BuildInputs:
     push_secret: str
     rebuild_token: str
 
-    @property
+    @functools.cached_property
     def build_id(self) -> str:
         return naming.build_id(asdict(self))
 
@@ -182,17 +183,16 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations=naming.annotations(inp.rendered_config, wave=0),
                   owner=naming.owner_reference(pool))
+    inputs, trust = _with_cluster_proxy(inp, material, common)
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
-        data={"Dockerfile": dockerfile(inp, _with_cluster_proxy(inp, material, common)[0], machineconfig)},
-        **common)
+        data={"Dockerfile": dockerfile(inp, inputs, machineconfig)}, **common)
     mc_cms = [templates.render_object(
         "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
         name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))
         for i, (key, value) in enumerate(encoding.parts(encoded).items())]
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
-    inputs, trust = _with_cluster_proxy(inp, material, common)
     own = {s["metadata"]["name"] for s in secrets}
     build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)})
     ctx = BuildContext(**dict(common, annotations=build_annotations),
@@ -202,7 +202,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
-        input_env=inputs.env, input_mounts=inputs.mounts, build_args=material.proxy_env)
+        input_env=inputs.env, input_mounts=inputs.mounts)
     return [dockerfile_cm, *mc_cms, *trust, *secrets, builder.render(ctx)]
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import annotations as A
-from reconcile import builders, desired, events, imageref, naming, objects, patches
+from reconcile import builders, desired, events, naming, objects, patches
 from reconcile.plan import Action, PoolPlan
 from reconcile.settings import DEFAULT_NAMESPACE, Settings
 
@@ -35,11 +35,14 @@ def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | N
         # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
         plan.actions.append(Action("create", events.event(
             pool, namespace, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
-    change = A.changes(current, wanted)
-    if not change:
-        return
-    ops = patches.annotation_ops(pool, change)
-    plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+    _patch_annotations(plan, pool, A.changes(current, wanted))
+
+
+def _patch_annotations(plan: PoolPlan, pool: Mapping[str, Any], change: Mapping[str, str | None]) -> None:
+    """One patch of the pool that touches only the changed keys of ours."""
+    if change:
+        ops = patches.annotation_ops(pool, change)
+        plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
 def _record(plan: PoolPlan, pool: Mapping[str, Any], now: datetime, state: str, message: str = "",
@@ -66,10 +69,7 @@ def opt_out(pool: Mapping[str, Any], owned: list[Mapping[str, Any]]) -> PoolPlan
     ann = objects.annotations(pool)
     plan = PoolPlan(objects.name(pool), ann.get(A.STATE))
     _delete(plan, owned)
-    drop = {k: None for k in ann if A.owned(k)}
-    if drop:
-        ops = patches.annotation_ops(pool, drop)
-        plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+    _patch_annotations(plan, pool, {k: None for k in ann if A.owned(k)})
     return plan
 
 
@@ -139,8 +139,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         if status.state == A.FAILED and status.transient:
             retry_reason = status.message
         elif status.state == A.SUCCEEDED:
-            image = f"{settings.repo}@{status.digest}"
-            imageref.parse(image)
+            image = f"{settings.repo}@{status.digest}"     # both parts validated already
             earlier = [i for i in ann.get(A.IMAGES, "").split() if i != image]
             _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
                     **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,

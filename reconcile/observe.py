@@ -131,12 +131,15 @@ class Planner:
         only = list(only)
         plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
                                        self.machineconfigs, only, self.material, self.seen.namespace)
-        wanted = {p.needs_machineconfig for p in plans if p.needs_machineconfig}
-        if not wanted:
+        waiting = {p.pool: p.needs_machineconfig for p in plans if p.needs_machineconfig}
+        if not waiting:
             return plans
-        self._read(wanted)
-        return lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                      self.machineconfigs, only, self.material, self.seen.namespace)
+        self._read(waiting.values())
+        asking = [p for p in pools if objects.name(p) in waiting]
+        again = lifecycle.plan_cluster(self.seen.settings, asking, owned, self.now, self.machineconfigs,
+                                       list(waiting), self.material, self.seen.namespace)
+        replanned = {p.pool: p for p in again}
+        return [replanned.get(p.pool, p) if p.pool in waiting else p for p in plans]
 
     def plan(self) -> list[PoolPlan]:
         return self._plan(self.seen.pools, self.seen.owned, self.only)

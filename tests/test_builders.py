@@ -174,7 +174,8 @@ def test_both_builders_receive_the_inputs_by_reference(builder_type):
                                       else {"name": m.volume, "configMap": {"name": m.source}})
     else:
         docker = build["spec"]["strategy"]["dockerStrategy"]
-        env = {e["name"]: e for e in docker["env"]}
+        assert "env" not in docker                         # OpenShift writes env into the image as ENV
+        env = {e["name"]: e for e in docker["buildArgs"]}
         vols = {v["name"]: v for v in docker["volumes"]}
         for m in material.inputs.mounts:
             assert vols[m.volume]["mounts"] == [{"destinationPath": m.path}]

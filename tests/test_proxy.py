@@ -33,8 +33,8 @@ def test_both_builders_get_the_proxy_and_trust_the_bundle(any_cli, monkeypatch, 
         mounts = {m["mountPath"] for m in build["spec"]["containers"][0]["volumeMounts"]}
     else:
         docker = build["spec"]["strategy"]["dockerStrategy"]
-        env = {e["name"]: e.get("value") for e in docker["env"]}
-        assert {"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"} in docker["buildArgs"]
+        assert "env" not in docker                         # OpenShift would bake env into the image
+        env = {e["name"]: e.get("value") for e in docker["buildArgs"]}
         mounts = {m["destinationPath"] for v in docker["volumes"] for m in v["mounts"]}
     assert env["HTTPS_PROXY"] == env["https_proxy"] == "http://proxy.example.com:3128"
     assert env["NO_PROXY"] == ".cluster.local,.svc,10.0.0.0/16"

@@ -29,7 +29,6 @@ class BuildContext:
     image_labels: tuple[Mapping[str, str], ...] = ()
     input_env: tuple[Mapping[str, Any], ...] = ()
     input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
-    build_args: tuple[tuple[str, str], ...] = ()      # the cluster proxy, for the Build's RUN steps
 
 
 #: Failures of the infrastructure rather than of the build: worth another attempt.
