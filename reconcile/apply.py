@@ -3,7 +3,8 @@
 A conflicting patch (someone wrote the object since we read it) makes us re-read that pool,
 re-plan it and try once more, so foreign changes are kept. A create that finds our own object
 (same pool and build id: a lost response, or a killed run) adopts it. Any other failed write stops
-that pool's plan, is recorded as Blocked on the pool, and the run goes on with the other pools."""
+that pool's plan, is recorded as Blocked on the pool, and the run goes on with the other pools.
+An Event is best effort: one that cannot be written is logged and counted, and the plan goes on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from typing import Any, Protocol
 from reconcile import lifecycle, naming, objects
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.plan import Action, PoolPlan
-from reconcile.settings import DEFAULT_NAMESPACE
 
 log = logging.getLogger("reconcile")
 
@@ -31,6 +31,7 @@ class Outcome:
     writes: int = 0
     replanned: bool = False
     error_reason: str = ""
+    events_lost: int = 0
 
 
 @dataclass
@@ -61,8 +62,6 @@ def _do(cluster: Cluster, action: Action) -> None:
         try:
             cluster.create(action.obj)
         except AlreadyExists:
-            if kind == "Event":
-                return                             # this transition was already told
             if not _ours(cluster.get(kind, ns, name), action.obj):
                 raise AlreadyExists("it already exists and was not made by ocl-reconciler for this "
                                 "build; delete or rename it") from None
@@ -93,8 +92,26 @@ class WriteError(ClusterError):
         self.status = status
 
 
+def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
+    """Create an Event; True when it is there. Never raises: an Event must not block a pool."""
+    try:
+        cluster.create(action.obj)
+    except AlreadyExists:
+        return True                                # this transition was already told
+    except ClusterError as err:
+        log.warning("pool %s: cannot record Event %s: %s", pool, action.ref, err, extra={"pool": pool})
+        return False
+    return True
+
+
 def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None) -> None:
     for action in plan.actions:
+        if action.verb == "create" and action.obj.get("kind") == "Event":
+            if _tell(cluster, action, plan.pool):
+                outcome.writes += 1
+            else:
+                outcome.events_lost += 1
+            continue
         try:
             _do(cluster, action)
         except (Conflict, Invalid) as err:
@@ -115,7 +132,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
 
 
 def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
-            replanner: Replanner | None = None, namespace: str = DEFAULT_NAMESPACE) -> RunResult:
+            replanner: Replanner | None = None) -> RunResult:
     result = RunResult()
     for plan in plans:
         outcome = Outcome(plan)
@@ -125,7 +142,7 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
             outcome.error = str(err)
             outcome.error_reason = str(err.status or type(err).__name__)
             log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
-            _record_error(cluster, plan.pool, str(err), now, namespace)
+            outcome.events_lost += _record_error(cluster, plan.pool, str(err), now)
         done = outcome.plan
         if done.state_before != done.state_after and done.state_after and not outcome.error:
             log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
@@ -134,14 +151,18 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
     return result
 
 
-def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime,
-                  namespace: str) -> None:
-    """Best effort: say on the pool why this run could not finish it."""
+def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime) -> int:
+    """Best effort: say on the pool why this run could not finish it. Returns Events lost."""
+    lost = 0
     try:
         pool = cluster.get("MachineConfigPool", "", pool_name)
         if pool is None or not lifecycle.opted_in(pool):
-            return
-        for action in lifecycle.blocked(pool, message, now, namespace).actions:
-            _do(cluster, action)
+            return 0
+        for action in lifecycle.blocked(pool, message, now).actions:
+            if action.obj.get("kind") == "Event":
+                lost += not _tell(cluster, action, pool_name)
+            else:
+                _do(cluster, action)
     except ClusterError as err:
         log.error("pool %s: cannot record the error: %s", pool_name, err, extra={"pool": pool_name})
+    return lost

@@ -144,7 +144,7 @@ def cmd_run(args, now: datetime) -> int:
         return EXIT_OK
     try:
         seen, planner, plans = _observe(cluster, args, now)
-        result = apply.execute(cluster, plans, now, planner, args.namespace)
+        result = apply.execute(cluster, plans, now, planner)
         from reconcile import pruning
         # a snapshot is a simulation: it never deletes real images, it says what it would delete
         written = [o.plan for o in result.outcomes if not o.error]

@@ -1,5 +1,10 @@
 """Kubernetes Events on the pool, one per state change, named from the transition itself
-(pool uid, new state, build or rendered config, reason) so that a rerun never duplicates one."""
+(pool uid, new state, build or rendered config, reason) so that a rerun never duplicates one.
+
+They live in `default`: a core/v1 Event about a cluster-scoped object (a MachineConfigPool) with no
+`eventTime` must be in namespace "" or `default`, else kube-apiserver answers 422
+(kubernetes/kubernetes pkg/apis/core/validation/events.go, legacyValidateEvent); the MCO binds
+its events Role in `default` for the same reason. An Event is best effort: see apply."""
 
 from __future__ import annotations
 
@@ -10,13 +15,16 @@ from typing import Any
 from reconcile import annotations as A
 from reconcile import naming, objects, templates
 
+#: Where Events about pools go (see above); `kubectl describe mcp` searches every namespace.
+NAMESPACE = "default"
+
 #: state -> (reason, type)
 REASONS = {A.PENDING: ("BuildStarted", "Normal"), A.BUILDING: ("BuildRunning", "Normal"),
            A.SUCCEEDED: ("BuildSucceeded", "Normal"), A.FAILED: ("BuildFailed", "Warning"),
            A.INTERRUPTED: ("BuildInterrupted", "Warning"), A.BLOCKED: ("Blocked", "Warning")}
 
 
-def event(pool: Mapping[str, Any], namespace: str, state: str, subject: str, message: str,
+def event(pool: Mapping[str, Any], state: str, subject: str, message: str,
           time: str) -> dict[str, Any]:
     reason, kind = REASONS[state]
     uid = objects.meta(pool).get("uid", "")
@@ -24,6 +32,6 @@ def event(pool: Mapping[str, Any], namespace: str, state: str, subject: str, mes
     name = f"{naming.pool_label(objects.name(pool))}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     text = message or {A.PENDING: f"started {subject}", A.BUILDING: f"{subject} is running",
                        A.SUCCEEDED: f"built {subject}"}.get(state, state)
-    return templates.render_object("event.yaml.j2", name=name, namespace=namespace,
+    return templates.render_object("event.yaml.j2", name=name, namespace=NAMESPACE,
                                    pool=objects.name(pool), uid=uid, reason=reason,
                                    message=A.one_line(text, 1024), type=kind, time=time)

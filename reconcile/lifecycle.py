@@ -15,7 +15,7 @@ from typing import Any
 from reconcile import annotations as A
 from reconcile import builders, desired, events, naming, objects, patches
 from reconcile.plan import Action, PoolPlan
-from reconcile.settings import DEFAULT_NAMESPACE, Settings
+from reconcile.settings import Settings
 
 #: Passed as `machineconfig` when the rendered MachineConfig does not exist.
 MISSING: Mapping[str, Any] = {}
@@ -26,7 +26,7 @@ def rfc3339(now: datetime) -> str:
 
 
 def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None],
-              now: datetime, namespace: str = DEFAULT_NAMESPACE) -> None:
+              now: datetime) -> None:
     current = objects.annotations(pool)
     if wanted.get(A.STATE) and wanted[A.STATE] != current.get(A.STATE):
         wanted[A.TRANSITION] = rfc3339(now)
@@ -34,7 +34,7 @@ def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | N
         subject = subject or wanted.get(A.BUILD) or current.get(A.BUILD) or wanted.get(A.RENDERED) or ""
         # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
         plan.actions.append(Action("create", events.event(
-            pool, namespace, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
+            pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
     _patch_annotations(plan, pool, A.changes(current, wanted))
 
 
@@ -46,9 +46,9 @@ def _patch_annotations(plan: PoolPlan, pool: Mapping[str, Any], change: Mapping[
 
 
 def _record(plan: PoolPlan, pool: Mapping[str, Any], now: datetime, state: str, message: str = "",
-            namespace: str = DEFAULT_NAMESPACE, **extra: str | None) -> None:
+            **extra: str | None) -> None:
     plan.state_after, plan.message = state, message
-    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now, namespace)
+    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now)
 
 
 def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -56,11 +56,10 @@ def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
         plan.actions.append(Action("delete", dict(obj)))
 
 
-def blocked(pool: Mapping[str, Any], message: str, now: datetime,
-            namespace: str = DEFAULT_NAMESPACE) -> PoolPlan:
+def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
     plan = PoolPlan(objects.name(pool), objects.annotations(pool).get(A.STATE))
     rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or None
-    _record(plan, pool, now, A.BLOCKED, message, namespace, **{A.RENDERED: rendered})
+    _record(plan, pool, now, A.BLOCKED, message, **{A.RENDERED: rendered})
     return plan
 
 
@@ -96,20 +95,19 @@ def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
 
 def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
               now: datetime, machineconfig: Mapping[str, Any] | None = None,
-              material: desired.Material | None = None,
-              namespace: str = DEFAULT_NAMESPACE) -> PoolPlan:
+              material: desired.Material | None = None) -> PoolPlan:
     """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
 
     Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
     was not given; call again with it (or MISSING) and the build material (secrets, labelled
     inputs): they matter only to a new build, so only then are they read."""
     if isinstance(settings, str):
-        return blocked(pool, settings, now, namespace)
+        return blocked(pool, settings, now)
     builder = builders.for_type(settings.builder_type)      # settings.read validated the type
     try:
         inp = desired.inputs(settings, pool)
     except desired.Blocked as err:
-        return blocked(pool, str(err), now, namespace)
+        return blocked(pool, str(err), now)
 
     ann = objects.annotations(pool)
     plan = PoolPlan(inp.pool, ann.get(A.STATE))
@@ -141,7 +139,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         elif status.state == A.SUCCEEDED:
             image = f"{settings.repo}@{status.digest}"     # both parts validated already
             earlier = [i for i in ann.get(A.IMAGES, "").split() if i != image]
-            _record(plan, pool, now, A.SUCCEEDED, namespace=namespace, message="", **base,
+            _record(plan, pool, now, A.SUCCEEDED, message="", **base,
                     **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,
                        A.IMAGES: " ".join(([image] + earlier)[:A.IMAGES_LIMIT])})
             _delete(plan, current + stale)
@@ -149,7 +147,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
             kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""
             message = status.message or _interrupted(ann, ref) or kept
             _delete(plan, stale)
-            _record(plan, pool, now, status.state, namespace=namespace, message=message, **base)
+            _record(plan, pool, now, status.state, message=message, **base)
         if retry_reason is None:
             return plan
     elif at_ref and state in (A.PENDING, A.BUILDING):
@@ -158,7 +156,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         history = _history(ann.get(A.MESSAGE, ""), attempt, retry_reason)
         if attempt >= A.MAX_ATTEMPTS:
             _delete(plan, stale)
-            _record(plan, pool, now, A.FAILED, namespace=namespace,
+            _record(plan, pool, now, A.FAILED,
                     message=f"failed after {attempt} attempts: {history}", **base)
             return plan
 
@@ -168,14 +166,14 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         return plan
     material = material or desired.Material()
     if material.problem:
-        return blocked(pool, material.problem, now, namespace)
+        return blocked(pool, material.problem, now)
     if machineconfig is MISSING:
-        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now, namespace)
+        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
     next_attempt = attempt + 1 if retry_reason is not None else 1
     try:
         want = desired.objects(settings, pool, inp, builder, machineconfig, material, next_attempt)
     except desired.Blocked as err:
-        return blocked(pool, str(err), now, namespace)
+        return blocked(pool, str(err), now)
     _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
     _delete(plan, stale + ([build_obj] if retry_reason is not None and build_obj is not None else []))
     if retry_reason is not None:
@@ -184,7 +182,7 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
         message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
     base.update({A.BUILD: desired.build_ref(builder, settings.namespace, inp, next_attempt),
                  A.ATTEMPT: str(next_attempt)})
-    _record(plan, pool, now, A.PENDING, namespace=namespace, message=message, **base)
+    _record(plan, pool, now, A.PENDING, message=message, **base)
     return plan
 
 
@@ -211,8 +209,7 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
                  owned: list[Mapping[str, Any]], now: datetime,
                  machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = (), material: desired.Material | None = None,
-                 namespace: str = DEFAULT_NAMESPACE) -> list[PoolPlan]:
+                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
     """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
 
     `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
@@ -230,7 +227,7 @@ def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
         if opted_in(pool):
             rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
             mc = (machineconfigs or {}).get(rendered) if rendered else None
-            plans.append(plan_pool(settings, pool, mine, now, mc, material, namespace))
+            plans.append(plan_pool(settings, pool, mine, now, mc, material))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             plans.append(opt_out(pool, mine))
     for name, orphans in sorted(by_pool.items()):

@@ -63,6 +63,8 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
     errors = PCounter("ocl_errors", "Errors by reason", ["reason"], registry=registry)
     reasons: Counter[str] = Counter()
     for outcome in result.outcomes:
+        if outcome.events_lost:
+            reasons["event"] += outcome.events_lost
         if outcome.error:
             reasons[outcome.error_reason or "write"] += 1
         elif outcome.plan.blocked:

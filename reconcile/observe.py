@@ -130,14 +130,14 @@ class Planner:
               ) -> list[PoolPlan]:
         only = list(only)
         plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                       self.machineconfigs, only, self.material, self.seen.namespace)
+                                       self.machineconfigs, only, self.material)
         waiting = {p.pool: p.needs_machineconfig for p in plans if p.needs_machineconfig}
         if not waiting:
             return plans
         self._read(waiting.values())
         asking = [p for p in pools if objects.name(p) in waiting]
         again = lifecycle.plan_cluster(self.seen.settings, asking, owned, self.now, self.machineconfigs,
-                                       list(waiting), self.material, self.seen.namespace)
+                                       list(waiting), self.material)
         replanned = {p.pool: p for p in again}
         return [replanned.get(p.pool, p) if p.pool in waiting else p for p in plans]
 

@@ -17,11 +17,15 @@ def pointer(*parts: str) -> str:
 
 
 def annotation_ops(live: Mapping[str, Any], change: Mapping[str, str | None]) -> list[dict[str, Any]]:
-    """Set or remove only the named annotation keys; other owners' keys are never in the patch."""
+    """Set or remove only the named annotation keys; other owners' keys are never in the patch.
+
+    An object without annotations needs the whole map added, and `add` on a member that exists
+    replaces it (RFC 6902): that op is guarded by a resourceVersion `test`, so annotations someone
+    wrote since our read make the server answer 422 and we re-plan, instead of wiping them."""
     current = (live.get("metadata") or {}).get("annotations")
     if current is None:
         added = {k: v for k, v in change.items() if v is not None}
-        return [{"op": "add", "path": "/metadata/annotations", "value": added}] if added else []
+        return guarded(live, [{"op": "add", "path": "/metadata/annotations", "value": added}]) if added else []
     ops = []
     for key, value in sorted(change.items()):
         path = pointer("metadata", "annotations", key)

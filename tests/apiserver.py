@@ -385,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault and fault.action == "status":
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-            reason = {429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout"}.get(
+            reason = {410: "Expired", 429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout"}.get(
                 fault.code, "InternalError")
             self._send(fault.code, _status(fault.code, reason, f"injected fault {fault.code}"), headers)
             return

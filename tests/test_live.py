@@ -79,6 +79,26 @@ def test_pagination_is_followed(tmp_path, monkeypatch):
         assert server.items() == items
 
 
+def test_an_expired_continue_token_restarts_the_list(tmp_path, monkeypatch):
+    """410 Gone (reason Expired) on a continue request: the LIST starts again, the run goes on."""
+    from reconcile.cluster import live
+    monkeypatch.setattr(live, "PAGE", 2)
+    items = steady(5, tmp_path)
+    with APIServer(items) as server:
+        seen = []
+
+        def second_pool_page(verb, resource, ns, name):
+            if verb == "list" and resource == "machineconfigpools":
+                seen.append(1)
+                return len(seen) == 2
+            return False
+        server.faults.append(Fault("status", code=410, match=second_pool_page, times=1))
+        assert run(server, tmp_path) == 0
+        pool_lists = [r for r in server.log if r.resource == "machineconfigpools"]
+        assert ["continue" in r.query for r in pool_lists] == [False, True, False, True, True]
+        assert server.items() == items
+
+
 def test_foreign_annotation_written_between_read_and_write_survives(tmp_path):
     with APIServer(F.cluster()) as server:
         def meddle(verb, resource, ns, name):

@@ -39,6 +39,7 @@ PATHS: dict[str, tuple[str, str]] = {
 }
 PAGE = 500
 RETRYABLE = {429, 500, 502, 503, 504}
+MAX_LIST_RESTARTS = 3
 
 
 class ConnectError(Exception):
@@ -125,9 +126,20 @@ class LiveCluster:
         items: list[dict[str, Any]] = []
         token = None
         api_version = objects.KINDS[kind][0]
+        restarts = 0
         while True:
-            page = self._request("GET", _path(kind, namespace or ""),
-                                 query + ([("continue", token)] if token else []))
+            try:
+                page = self._request("GET", _path(kind, namespace or ""),
+                                     query + ([("continue", token)] if token else []))
+            except ClusterError as err:
+                # a continue token expires (410 Gone, reason Expired) when etcd compacted past the
+                # first page's revision: start the LIST again for one consistent view
+                if err.status != 410 or not token or restarts >= MAX_LIST_RESTARTS:
+                    raise
+                restarts += 1
+                log.debug("LIST %s: continue token expired; restarting the LIST", kind)
+                items, token = [], None
+                continue
             for item in page.get("items") or []:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
