@@ -58,12 +58,15 @@ def test_pool_patches_touch_only_our_keys():
             assert objects.annotations(action.after)["other.io/key"] == "v"
 
 
-def test_pool_without_annotations_gets_one_add():
+def test_pool_without_annotations_gets_one_guarded_add():
+    """`add /metadata/annotations` replaces a map written meanwhile (RFC 6902): it must be guarded."""
     pool = F.pool()
     del pool["metadata"]["annotations"]
     (patch,) = [a for a in start(pool).actions if a.verb == "patch"]
-    assert [op["op"] for op in patch.patch] == ["add"]
-    assert patch.patch[0]["path"] == "/metadata/annotations"
+    assert [op["op"] for op in patch.patch] == ["test", "add"]
+    assert patch.patch[0] == {"op": "test", "path": "/metadata/resourceVersion",
+                              "value": pool["metadata"]["resourceVersion"]}
+    assert patch.patch[1]["path"] == "/metadata/annotations"
 
 
 def test_drifted_configmap_is_patched_with_resource_version_test():

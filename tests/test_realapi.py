@@ -1,0 +1,282 @@
+"""The reconciler against a real kube-apiserver and etcd (tests/realserver.py), authenticated as its
+own ServiceAccount from kustomize/base with a token from the TokenRequest API, so the real RBAC
+authorizer, validation, defaulting and admission decide. OpenShift's build-strategy and SCC
+admission are imitated by ValidatingAdmissionPolicies (tests/realapi/openshift-admission.yaml)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubelet  # examples/kubelet.py
+import pytest
+import yaml
+
+from reconcile import annotations as A
+from reconcile import cli, events, lease
+from tests import factory as F
+from tests import realserver
+
+pytestmark = pytest.mark.realapi
+BUILDERS = sorted(F.BUILD_KINDS)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    api = realserver.RealAPI(tmp_path_factory.mktemp("realapi"), realserver.binaries())
+    api.start()
+    try:
+        api.install_product()
+        api.sa_token = api.service_account_token(F.NS, "ocl-reconciler")
+        yield api
+    finally:
+        api.stop()
+
+
+class Real:
+    """A scenario on the real server: seed objects as the admin, run `ocl-reconcile` as its
+    ServiceAccount, play the kubelet or build controller through the status subresource."""
+
+    def __init__(self, api: realserver.RealAPI, tmp: Path, capsys: pytest.CaptureFixture[str]):
+        self.api, self.tmp, self.capsys = api, tmp, capsys
+        self.kubeconfig = api.kubeconfig(tmp / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
+        self.admin = api.kubeconfig(tmp / "admin.kubeconfig")
+
+    def seed(self, items: list[dict[str, Any]]) -> None:
+        self.api.load(items)
+
+    def cli(self, *args: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = cli.main([*args, "--kubeconfig", self.kubeconfig, "--timeout", "30"])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def run(self, *extra: str) -> tuple[int, str]:
+        code, _, err = self.cli("run", *extra)
+        return code, err
+
+    def pool(self, name: str = "worker") -> dict[str, Any]:
+        return self.api.get("MachineConfigPool", "", name)
+
+    def ann(self, name: str = "worker") -> dict[str, str]:
+        return self.pool(name)["metadata"].get("annotations") or {}
+
+    def owned(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return F.owned(self.api.items(), pool)
+
+    def build_object(self, pool: str = "worker") -> dict[str, Any]:
+        found = [o for o in self.owned(pool) if o["kind"] in ("Pod", "Build")]
+        assert len(found) == 1, [o["metadata"]["name"] for o in found]
+        return found[0]
+
+    def finish(self, phase: str, pool: str = "worker", **kw: Any) -> dict[str, Any]:
+        """Write the status a kubelet (or OpenShift's build controller) would."""
+        obj = self.build_object(pool)
+        kubelet.set_phase(obj, phase, **kw)
+        return self.api.write_status(obj)
+
+    def events(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return [e for e in self.api.list("Event", events.NAMESPACE)
+                if e["involvedObject"]["name"] == pool]
+
+
+@pytest.fixture
+def real(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    server.reset()
+    return Real(server, tmp_path, capsys)
+
+
+def cluster(builder: str, *pools: dict[str, Any], extra: list[dict[str, Any]] | None = None):
+    return F.cluster(*pools, extra=extra, settings=[
+        F.build_config(imageBuilderType=builder), F.osimageurl(), F.secret("pull-secret"),
+        F.secret("push-secret")])
+
+
+# --- the lifecycle, as the ServiceAccount -------------------------------------------------------
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_lifecycle_to_success_then_converged(real, builder):
+    real.seed(cluster(builder))
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert a[A.STATE] == A.PENDING and a["example.com/keep"] == "theirs"
+    build = real.build_object()
+    assert build["kind"] == F.BUILD_KINDS[builder]
+    assert a[A.BUILD] == f"{build['kind']}/{F.NS}/{build['metadata']['name']}"
+
+    real.finish("Running")
+    assert real.run()[0] == 0
+    assert real.ann()[A.STATE] == A.BUILDING
+
+    name = build["metadata"]["name"]
+    real.finish("Succeeded")
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert a[A.STATE] == A.SUCCEEDED
+    assert a[A.IMAGE] == f"{F.REPO}@{kubelet.digest_for(name)}"
+    assert real.owned() == []
+    reasons = sorted(e["reason"] for e in real.events())
+    assert reasons == ["BuildRunning", "BuildStarted", "BuildSucceeded"]
+
+    # converged, from the audit log: one LIST per kind, the Lease its only writes
+    mark = real.api.audit_mark()
+    assert real.run()[0] == 0
+    audit = real.api.audit(mark, realserver.RECONCILER)
+    writes = [(e["verb"], e["objectRef"]["resource"]) for e in audit if e["verb"] not in ("get", "list")]
+    assert writes == [("create", "leases"), ("delete", "leases")], writes
+    lists = sorted(e["objectRef"]["resource"] for e in audit if e["verb"] == "list")
+    assert len(lists) == len(set(lists)), lists
+    assert all(e["responseStatus"]["code"] < 300 for e in audit)
+    code, out, _ = real.cli("diff")
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_failure_is_recorded_and_a_new_config_starts_over(real, builder):
+    real.seed(cluster(builder))
+    assert real.run()[0] == 0
+    real.finish("Failed")
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert a[A.STATE] == A.FAILED and "exit status 1" in a[A.MESSAGE]
+    assert len(real.owned()) == 3                  # the failed build's objects stay for debugging
+    assert any(e["reason"] == "BuildFailed" and e["type"] == "Warning" for e in real.events())
+
+    real.api.create(F.machineconfig("rendered-worker-2"))
+    pool = real.pool()
+    pool["spec"]["configuration"]["name"] = "rendered-worker-2"
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert (a[A.STATE], a[A.RENDERED]) == (A.PENDING, "rendered-worker-2")
+    assert {o["metadata"]["annotations"]["ocl-reconciler.io/rendered-config"] for o in real.owned()} == {
+        "rendered-worker-2"}
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_new_config_interrupts_a_running_build(real, builder):
+    real.seed(cluster(builder))
+    assert real.run()[0] == 0
+    old = real.build_object()["metadata"]["name"]
+    real.finish("Running")
+    assert real.run()[0] == 0
+    real.api.create(F.machineconfig("rendered-worker-2"))
+    pool = real.pool()
+    pool["spec"]["configuration"]["name"] = "rendered-worker-2"
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert a[A.STATE] == A.PENDING and f"interrupted {F.BUILD_KINDS[builder]}/{F.NS}/{old}" in a[A.MESSAGE]
+    assert old not in [o["metadata"]["name"] for o in real.owned()]
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_rebuild_token_and_transient_retry(real, builder):
+    real.seed(cluster(builder))
+    assert real.run()[0] == 0
+    real.finish("Succeeded")
+    assert real.run()[0] == 0
+    assert real.ann()[A.STATE] == A.SUCCEEDED
+    real.api.request("PATCH", real.api.path("MachineConfigPool", "", "worker"),
+                     {"metadata": {"annotations": {A.REBUILD: "please-1"}}},
+                     content_type="application/merge-patch+json")
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert (a[A.STATE], a[A.REBUILD_HANDLED], a[A.ATTEMPT]) == (A.PENDING, "please-1", "1")
+
+    real.finish("Evicted")                         # the node lost it: worth another attempt
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    assert (a[A.STATE], a[A.ATTEMPT]) == (A.PENDING, "2")
+    assert a[A.MESSAGE].startswith("attempt 2 of 3 after: attempt 1:")
+    assert len([o for o in real.owned() if o["kind"] in ("Pod", "Build")]) == 1
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_opt_out_and_pool_deleted(real, builder):
+    real.seed(cluster(builder, F.pool(), F.pool("infra")))
+    assert real.run()[0] == 0
+    assert real.owned("worker") and real.owned("infra")
+    pool = real.pool()
+    del pool["metadata"]["labels"][A.LAYERING_LABEL]
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    # kube-apiserver collects no garbage (kube-controller-manager would): we delete what we own
+    real.api.request("DELETE", real.api.path("MachineConfigPool", "", "infra"))
+    code, err = real.run()
+    assert code == 0, err
+    assert real.owned("worker") == [] and real.owned("infra") == []
+    assert not any(A.owned(k) for k in real.ann())
+    assert real.ann()["example.com/keep"] == "theirs"
+
+
+# --- Events ------------------------------------------------------------------------------------
+
+def test_events_are_accepted_and_shown_by_kubectl(real):
+    real.seed(cluster("custom-pod-builder"))
+    assert real.run()[0] == 0
+    real.finish("Failed")
+    assert real.run()[0] == 0
+    out = real.api.kubectl("get", "events", "-A", "--field-selector", "involvedObject.name=worker",
+                           "-o", "json", kubeconfig=real.admin).stdout
+    reasons = sorted(e["reason"] for e in json.loads(out)["items"])
+    assert reasons == ["BuildFailed", "BuildStarted"]
+    described = real.api.kubectl("describe", "mcp", "worker", kubeconfig=real.admin).stdout
+    assert "BuildStarted" in described and "BuildFailed" in described, described
+
+
+def test_an_event_the_server_refuses_never_blocks_the_pool(real, server, monkeypatch):
+    """The 422 every run met when Events went to our namespace: logged, counted, pool annotated."""
+    monkeypatch.setattr(events, "NAMESPACE", F.NS)
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + F.NS
+    grant = [("roles", {"metadata": {"name": "test-events"}, "rules": [
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}),
+        ("rolebindings", {"metadata": {"name": "test-events"}, "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "test-events"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ocl-reconciler", "namespace": F.NS}]})]
+    for plural, body in grant:          # so that validation, not RBAC, is what refuses
+        server.request("POST", f"{rbac}/{plural}", body)
+    real.seed(cluster("custom-pod-builder"))
+    try:
+        code, err = real.run("--metrics-file", str(real.tmp / "m.prom"))
+    finally:
+        for plural, _ in grant:
+            server.request("DELETE", f"{rbac}/{plural}/test-events")
+    assert code == 0, err
+    assert real.ann()[A.STATE] == A.PENDING
+    assert "cannot record Event" in err and "does not match event.namespace" in err, err
+    assert 'ocl_errors_total{reason="event"} 1.0' in (real.tmp / "m.prom").read_text()
+
+
+# --- admission ---------------------------------------------------------------------------------
+
+def test_the_build_pod_needs_our_service_account(real, server):
+    """Under the namespace's `default` account, uid 1000 is refused as OpenShift's SCC admission
+    refuses it; under ocl-builder (anyuid bound by kustomize/base) it is admitted."""
+    real.seed(cluster("custom-pod-builder"))
+    assert real.run()[0] == 0
+    pod = real.build_object()
+    assert pod["spec"]["serviceAccountName"] == "ocl-builder"
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        pod["metadata"].pop(key, None)
+    pod["metadata"]["name"] += "-x"
+    pod.pop("status", None)
+    for sa, expect in (("default", 403), ("ocl-builder", 201)):
+        pod["spec"]["serviceAccountName"] = sa
+        pod["spec"].pop("serviceAccount", None)
+        status, body = server.request("POST", server.path("Pod", F.NS) + "?dryRun=All", pod,
+                                      as_user=realserver.RECONCILER, ok=(201, 403))
+        assert status == expect, body
+        if status == 403:
+            assert "unable to validate against any security context constraint" in body["message"]
