@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench lock clean
+.PHONY: install demo test lint bench lock clean realapi
 
 install: $(STAMP)
 
@@ -33,7 +33,13 @@ demo: install
 	@echo; echo '### 5. converged: diff shows nothing and exits 0'
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
 
-test: install
+# The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
+# pinned in tests/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
+realapi:
+	@if command -v go >/dev/null; then bash tests/realapi/build.sh >/dev/null; \
+	  else echo 'go is not on the PATH: the realapi suite will skip (OCL_REALAPI=require makes it fail)'; fi
+
+test: install realapi
 	$(PY) -m pytest -q
 
 lint: install

@@ -14,6 +14,7 @@ from reconcile import auth, buildinputs, dockerlint, encoding, naming, proxy, te
 from reconcile.builders.base import BuildContext
 from reconcile.settings import Settings
 
+_ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -136,13 +137,24 @@ def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dic
             "extensions_image": inp.extensions_image}
 
 
+#: Build arguments every Dockerfile has without an ARG line (Docker's and buildah's predefined ARGs).
+PREDEFINED_ARGS = frozenset(p for n in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
+                            for p in (n, n.lower()))
+
+
 def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None,
                machineconfig: Mapping[str, Any] | None = None) -> str:
+    """The Dockerfile; every other build arg the build passes (e.g. SSL_CERT_FILE of an internal-ca
+    input) is declared with ARG in the stage whose RUN steps use it, or buildah ignores it."""
     inputs = inputs or buildinputs.Inputs()
+    build_args = sorted({e["name"] for e in inputs.env} - PREDEFINED_ARGS)
+    bad = [a for a in build_args if not _ARG_NAME.match(a)]
+    if bad:         # names come from manifests/build-inputs.yaml, but a Dockerfile line is no place to guess
+        raise Blocked(f"Dockerfile for pool {inp.pool}: build arg name {bad[0]!r} is not a valid name")
     try:
         return templates.render_text(
             "Dockerfile.j2", pool=inp.pool, rendered_config=inp.rendered_config,
-            base_image=inp.base_image, image_labels=image_labels(inp),
+            base_image=inp.base_image, image_labels=image_labels(inp), build_args=build_args,
             input_types=sorted(inputs.types), input_mounts=inputs.mounts,
             custom_content=inp.custom_dockerfile.strip("\n"), **os_content(inp, machineconfig))
     except templates.TemplateValueError as err:
@@ -183,7 +195,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations=naming.annotations(inp.rendered_config, wave=0),
                   owner=naming.owner_reference(pool))
-    inputs, trust = _with_cluster_proxy(inp, material, common)
+    inputs, trust = _with_trust_bundle(inp, build_inputs(builder, material), material, common)
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
         data={"Dockerfile": dockerfile(inp, inputs, machineconfig)}, **common)
@@ -206,18 +218,40 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     return [dockerfile_cm, *mc_cms, *trust, *secrets, builder.render(ctx)]
 
 
-def _with_cluster_proxy(inp: BuildInputs, material: Material, common: Mapping[str, Any]
-                        ) -> tuple[buildinputs.Inputs, list[dict[str, Any]]]:
-    """The labelled inputs plus the cluster Proxy: its env (a labelled `proxy` input wins where
-    both set a variable) and its trust bundle, copied into a ConfigMap of ours and mounted."""
+def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:
+    """The labelled inputs as this builder can pass them, plus the cluster Proxy's env (a labelled
+    `proxy` input wins where both set a variable).
+
+    A builder that takes env by value only (an OpenShift Build: `dockerStrategy.buildArgs` ignores
+    `valueFrom`, openshift/openshift-docs modules/builds-strategy-docker-build-arguments.adoc) cannot
+    get an env var from a Secret or ConfigMap key without its value in the manifest: such an input
+    is skipped, said in the pool's message, and does not displace the cluster Proxy's value."""
     inputs = material.inputs
+    if not builder.ENV_BY_REFERENCE:
+        by_ref = [e for e in inputs.env if "valueFrom" in e]
+        skipped = tuple(f"skipped env {e['name']} from {_source(e)}: {builder.kind} build args take "
+                        f"values only, and a referenced value never goes into a manifest" for e in by_ref)
+        inputs = dataclasses.replace(inputs, env=tuple(e for e in inputs.env if "valueFrom" not in e),
+                                     skipped=inputs.skipped + skipped)
     taken = {e["name"] for e in inputs.env}
     env = inputs.env + tuple({"name": k, "value": v} for k, v in material.proxy_env if k not in taken)
+    return dataclasses.replace(inputs, env=env)
+
+
+def _source(env: Mapping[str, Any]) -> str:
+    ref = env["valueFrom"].get("secretKeyRef") or env["valueFrom"].get("configMapKeyRef") or {}
+    kind = "Secret" if "secretKeyRef" in env["valueFrom"] else "ConfigMap"
+    return f"{kind}/{ref.get('name', '')} key {ref.get('key', '')}"
+
+
+def _with_trust_bundle(inp: BuildInputs, inputs: buildinputs.Inputs, material: Material,
+                       common: Mapping[str, Any]) -> tuple[buildinputs.Inputs, list[dict[str, Any]]]:
+    """The cluster's trust bundle, copied into a ConfigMap of ours and mounted like an input."""
     if not material.trust_bundle:
-        return dataclasses.replace(inputs, env=env), []
+        return inputs, []
     name = naming.object_name("ca", inp.pool, inp.build_id)
     cm = templates.render_object("configmap.yaml.j2", name=name,
                                  data={"ca.crt": templates.Opaque(material.trust_bundle)}, **common)
     mount = buildinputs.Mount("cluster-ca", "ConfigMap", name, proxy.MOUNT)
-    return dataclasses.replace(inputs, env=env, mounts=inputs.mounts + (mount,),
+    return dataclasses.replace(inputs, mounts=inputs.mounts + (mount,),
                                types=inputs.types | {"cluster-ca"}), [cm]

@@ -179,7 +179,8 @@ def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Map
     if retry_reason is not None:
         message = f"attempt {next_attempt} of {A.MAX_ATTEMPTS} after: {history}"
     else:
-        message = "; ".join(m for m in (_interrupted(ann, ref), material.inputs.note) if m)
+        message = "; ".join(m for m in (_interrupted(ann, ref), desired.build_inputs(builder, material).note)
+                            if m)
     base.update({A.BUILD: desired.build_ref(builder, settings.namespace, inp, next_attempt),
                  A.ATTEMPT: str(next_attempt)})
     _record(plan, pool, now, A.PENDING, message=message, **base)

@@ -37,8 +37,9 @@ def test_overlay_builds_and_validates_strictly(overlay):
                                         "ClusterRoleBinding", "CronJob"}
     for doc in docs:
         kubernetes_validate.validate(doc, "1.32.0", strict=True)
-        expected = "openshift-config" if doc["metadata"]["name"].endswith("trust-bundle") \
-            else "openshift-machine-config-operator"
+        name = doc["metadata"]["name"]
+        expected = "openshift-config" if name.endswith("trust-bundle") else \
+            "default" if name.endswith("-events") else "openshift-machine-config-operator"
         assert doc["metadata"].get("namespace", expected) == expected
 
 

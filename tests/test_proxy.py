@@ -71,3 +71,45 @@ def test_own_client_honours_the_proxy_variables(tmp_path, monkeypatch):
         monkeypatch.setenv("NO_PROXY", "localhost")
         assert cli.main(["status", "--kubeconfig", kubeconfig]) == 0
         assert [r.resource for r in target.log] == ["machineconfigpools"]
+
+
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+def test_a_labelled_proxy_input_reaches_each_builder_as_it_can(any_cli, monkeypatch, builder):
+    """An OpenShift Build ignores valueFrom in buildArgs (openshift/openshift-docs
+    modules/builds-strategy-docker-build-arguments.adoc): the Secret-backed input is skipped, said so,
+    and the cluster Proxy's value stays; the build Pod takes it by reference."""
+    from tests.test_builders import labelled
+    monkeypatch.setattr(F, "BUILDER", builder)
+    corp = labelled("Secret", "corp-proxy", "proxy", {"https_proxy": "http://user:s3cr3t@corp:3128"})
+    code, after, _ = any_cli.run(F.cluster(extra=proxy_objects() + [corp]))
+    assert code == 0
+    (build,) = [o for o in F.owned(after) if o["kind"] == F.BUILD_KINDS[builder]]
+    message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+    if builder == "custom-pod-builder":
+        env = {e["name"]: e for e in build["spec"]["containers"][0]["env"]}
+        assert env["HTTPS_PROXY"]["valueFrom"] == {"secretKeyRef": {"name": "corp-proxy", "key": "https_proxy"}}
+        assert message == ""
+    else:
+        args = build["spec"]["strategy"]["dockerStrategy"]["buildArgs"]
+        assert all(set(a) == {"name", "value"} for a in args), args
+        assert {a["name"]: a["value"] for a in args}["HTTPS_PROXY"] == "http://proxy.example.com:3128"
+        assert message == ("skipped env HTTPS_PROXY from Secret/corp-proxy key https_proxy: Build build args "
+                           "take values only, and a referenced value never goes into a manifest")
+    assert "s3cr3t" not in str(after)
+
+
+def test_build_args_other_than_the_predefined_are_declared_in_the_dockerfile(any_cli, monkeypatch):
+    """buildah passes a build arg to RUN steps only where an ARG declares it; the proxy variables
+    are predefined ARGs (Dockerfile reference, "Predefined ARGs")."""
+    from tests.test_builders import labelled
+    monkeypatch.setattr(F, "BUILDER", "openshift-image-builder")
+    ca = labelled("ConfigMap", "corp-ca", "internal-ca", {"ca.crt": "-----BEGIN CERTIFICATE-----"})
+    code, after, _ = any_cli.run(F.cluster(extra=proxy_objects() + [ca]))
+    assert code == 0
+    (build,) = [o for o in F.owned(after) if o["kind"] == "Build"]
+    names = {a["name"] for a in build["spec"]["strategy"]["dockerStrategy"]["buildArgs"]}
+    assert "SSL_CERT_FILE" in names and "HTTPS_PROXY" in names
+    dockerfile = next(o for o in F.owned(after) if "Dockerfile" in o.get("data", {}))["data"]["Dockerfile"]
+    configs = dockerfile.split(" AS configs\n", 1)[1]
+    assert configs.startswith("ARG SSL_CERT_FILE\n")
+    assert "ARG HTTPS_PROXY" not in dockerfile

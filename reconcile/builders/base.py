@@ -61,6 +61,7 @@ class BuildStatus:
 class Builder(Protocol):
     kind: str
     api_version: str
+    ENV_BY_REFERENCE: bool       # can the build take env vars from Secret/ConfigMap keys?
 
     def render(self, ctx: BuildContext) -> dict[str, Any]: ...
 

@@ -11,6 +11,9 @@ from reconcile.builders.base import BuildContext, BuildStatus, last_line, transi
 
 kind = "Build"
 api_version = "build.openshift.io/v1"
+#: dockerStrategy.buildArgs use `name` and `value` only; `valueFrom` is ignored
+#: (openshift/openshift-docs modules/builds-strategy-docker-build-arguments.adoc)
+ENV_BY_REFERENCE = False
 _STATES = {"New": A.PENDING, "Pending": A.PENDING, "Running": A.BUILDING}
 _FAILED = ("Failed", "Error", "Cancelled")
 #: openshift/api BuildStatusReason values that say the infrastructure failed, not the build.

@@ -11,6 +11,8 @@ from reconcile.builders.base import BuildContext, BuildStatus, last_line, transi
 
 kind = "Pod"
 api_version = "v1"
+#: env vars may come from Secret and ConfigMap keys (valueFrom): a container's env takes them
+ENV_BY_REFERENCE = True
 CONTAINER = "image-build"
 
 
