@@ -406,9 +406,10 @@ class RealAPI:
              "spec": {"expirationSeconds": seconds}})
         return resp["status"]["token"]
 
-    def kubectl(self, *args: str, kubeconfig: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(self, *args: str, kubeconfig: str, check: bool = True,
+                input: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([self.kubectl_path, "--kubeconfig", kubeconfig, *args], capture_output=True,
-                              text=True, check=check, timeout=60)
+                              text=True, check=check, timeout=60, input=input)
 
     # audit ------------------------------------------------------------------------------------
     def audit_mark(self) -> int:

@@ -280,3 +280,138 @@ def test_the_build_pod_needs_our_service_account(real, server):
         assert status == expect, body
         if status == 403:
             assert "unable to validate against any security context constraint" in body["message"]
+
+
+# --- every object we create passes the real server's validation ---------------------------------
+
+def _rich_cluster(builder: str) -> list[dict[str, Any]]:
+    """Build inputs, proxy and trust bundle, a MachineConfig split over ConfigMaps, extensions, and a
+    pool name of 100 characters."""
+    from tests.test_builders import INPUTS
+    from tests.test_proxy import proxy_objects
+    long_name = ("pool-" + "x" * 100)[:100]
+    big = json.loads((F.SHARED / "machineconfigs/generated/mc-incompressible-over-1MiB-after-encoding.json")
+                     .read_text())
+    big["metadata"] = {"name": "rendered-worker-big"}
+    ext = F.machineconfig(f"rendered-{long_name}-1")
+    ext["spec"].update(extensions=["usbguard"], kernelType="realtime")
+    settings = [F.build_config(imageBuilderType=builder),
+                F.osimageurl(baseOSExtensionsContainerImage="quay.io/ocp/extensions@sha256:" + "e" * 64),
+                F.secret("pull-secret"), F.secret("push-secret")]
+    return [*settings, F.pool(rendered="rendered-worker-big"), F.pool(long_name), big, ext,
+            *copy.deepcopy(INPUTS), *proxy_objects()]
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_every_object_we_render_passes_server_side_dry_run(real, builder):
+    items = _rich_cluster(builder)
+    real.seed(items)
+    code, out, err = real.cli("render")
+    assert code == 0, err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = sorted({d["kind"] for d in docs})
+    assert kinds == sorted({"ConfigMap", F.BUILD_KINDS[builder]} | ({"Secret"} if "Secret" in kinds else set()))
+    assert sum(1 for d in docs if "machineconfig.json.gz.001" in json.dumps(list(d.get("data", {})))) >= 1
+    # as the ServiceAccount: validation, defaulting, RBAC and the imitated OpenShift admission
+    done = real.api.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", kubeconfig=real.kubeconfig,
+                            check=False, input=out)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) == len(docs)
+    # and `run` creates them for real
+    code, err = real.run()
+    assert code == 0, err
+    assert {A.PENDING} == {real.ann(p["metadata"]["name"])[A.STATE] for p in items
+                           if p["kind"] == "MachineConfigPool"}
+
+
+# --- real concurrency --------------------------------------------------------------------------
+
+def _before_first(monkeypatch, kind: str, meddle) -> list[int]:
+    """Run `meddle()` (a foreign write) right before our first PATCH of `kind` is sent."""
+    from reconcile.cluster import live
+    original, calls = live.LiveCluster.patch, []
+
+    def patch(self, k, namespace, name, ops):
+        if k == kind and not calls:
+            calls.append(1)
+            meddle(namespace, name)
+        return original(self, k, namespace, name, ops)
+    monkeypatch.setattr(live.LiveCluster, "patch", patch)
+    return calls
+
+
+def test_a_foreign_annotation_on_a_bare_pool_survives_our_guarded_add(real, monkeypatch):
+    pool = F.pool()
+    del pool["metadata"]["annotations"]
+    real.seed(cluster("custom-pod-builder", pool))
+
+    def meddle(namespace, name):
+        real.api.request("PATCH", real.api.path("MachineConfigPool", "", name),
+                         {"metadata": {"annotations": {"other.io/late": "kept"}}},
+                         content_type="application/merge-patch+json")
+    calls = _before_first(monkeypatch, "MachineConfigPool", meddle)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0, err
+    assert calls and "re-reading and re-planning" in err
+    a = real.ann()
+    assert a["other.io/late"] == "kept" and a[A.STATE] == A.PENDING
+    codes = [e["responseStatus"]["code"] for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "patch" and e["objectRef"]["resource"] == "machineconfigpools"]
+    assert codes == [422, 200], codes            # the real answer to a failed `test` op
+
+
+def test_a_configmap_written_between_our_read_and_patch_is_replanned(real, monkeypatch):
+    real.seed(cluster("custom-pod-builder"))
+    assert real.run()[0] == 0
+    dockerfile = next(o for o in real.owned() if "Dockerfile" in o.get("data", {}))
+    name = dockerfile["metadata"]["name"]
+    dockerfile["data"]["Dockerfile"] = "FROM drift"
+    real.api.request("PUT", real.api.path("ConfigMap", F.NS, name), dockerfile)
+    real.api.request("DELETE", real.api.path("Pod", F.NS, real.build_object()["metadata"]["name"]))
+    pool = real.pool()
+    pool["metadata"]["annotations"][A.STATE] = A.FAILED        # a build is due again
+    pool["metadata"]["annotations"][A.BUILD] = "Pod/x/gone"
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+
+    def meddle(namespace, cm):
+        live = real.api.get("ConfigMap", namespace, cm)
+        live["metadata"].setdefault("labels", {})["other.io/label"] = "kept"
+        real.api.request("PUT", real.api.path("ConfigMap", namespace, cm), live)
+    calls = _before_first(monkeypatch, "ConfigMap", meddle)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0, err
+    assert calls
+    after = real.api.get("ConfigMap", F.NS, name)
+    assert after["data"]["Dockerfile"].startswith("# Generated by ocl-reconciler")
+    assert after["metadata"]["labels"]["other.io/label"] == "kept"
+    codes = [e["responseStatus"]["code"] for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "patch" and e["objectRef"]["resource"] == "configmaps"]
+    assert codes == [422, 200], codes
+
+
+def test_two_runs_at_once_exactly_one_holds_the_lease(real, monkeypatch):
+    """A second process starts while this run holds the Lease: the real server's create answers it
+    409, it skips with no writes; this run then reconciles."""
+    real.seed(cluster("custom-pod-builder"))
+    original, other = lease.acquire, []
+
+    def acquire(*args, **kwargs):
+        held = original(*args, **kwargs)
+        other.append(subprocess.run(
+            [sys.executable, "-m", "reconcile", "run", "--kubeconfig", real.kubeconfig, "--timeout", "30"],
+            cwd=F.ROOT, capture_output=True, text=True, timeout=60))
+        return held
+    monkeypatch.setattr(lease, "acquire", acquire)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0, err
+    (second,) = other
+    assert second.returncode == 0 and "another run holds the Lease" in second.stderr, second.stderr
+    audit = real.api.audit(mark, realserver.RECONCILER)
+    lease_creates = [e["responseStatus"]["code"] for e in audit
+                     if e["verb"] == "create" and e["objectRef"]["resource"] == "leases"]
+    assert lease_creates == [201, 409], lease_creates
+    assert len([e for e in audit if e["verb"] == "create" and e["objectRef"]["resource"] == "pods"]) == 1
+    assert real.ann()[A.STATE] == A.PENDING
