@@ -25,7 +25,9 @@ def annotation_ops(live: Mapping[str, Any], change: Mapping[str, str | None]) ->
     current = (live.get("metadata") or {}).get("annotations")
     if current is None:
         added = {k: v for k, v in change.items() if v is not None}
-        return guarded(live, [{"op": "add", "path": "/metadata/annotations", "value": added}]) if added else []
+        if not added:
+            return []
+        return guarded(live, [{"op": "add", "path": "/metadata/annotations", "value": added}])
     ops = []
     for key, value in sorted(change.items()):
         path = pointer("metadata", "annotations", key)

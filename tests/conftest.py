@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reconcile import cli, snapshot
-from tests import factory
+from tests import factory, realserver
 from tests.apiserver import APIServer
 
 sys.path.insert(0, str(factory.ROOT / "examples"))
@@ -64,3 +64,26 @@ def any_cli(request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.Captu
 def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
     return Cli(tmp_path, capsys)
+
+
+# --- the realapi suite: one real kube-apiserver and etcd per session -----------------------------
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    api = realserver.RealAPI(tmp_path_factory.mktemp("realapi"), realserver.binaries())
+    api.start()
+    try:
+        api.install_product()
+        api.sa_token = api.service_account_token(factory.NS, "ocl-reconciler")
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture
+def real(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    server.reset()
+    return realserver.Real(server, tmp_path, capsys)
+
+

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconcile import cli, events
 from tests import factory as F
 
 HERE = Path(__file__).resolve().parent / "realapi"
@@ -431,6 +432,55 @@ class RealAPI:
             time.sleep(0.05)
         return [e for e in events if e.get("stage") == "ResponseComplete"
                 and (user is None or e.get("user", {}).get("username") == user)]
+
+
+class Real:
+    """A scenario on the real server: seed objects as the admin, run `ocl-reconcile` as its
+    ServiceAccount, play the kubelet or build controller through the status subresource."""
+
+    def __init__(self, api: RealAPI, tmp: Path, capsys: pytest.CaptureFixture[str]):
+        self.api, self.tmp, self.capsys = api, tmp, capsys
+        self.kubeconfig = api.kubeconfig(tmp / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
+        self.admin = api.kubeconfig(tmp / "admin.kubeconfig")
+
+    def seed(self, items: list[dict[str, Any]]) -> None:
+        self.api.load(items)
+
+    def cli(self, *args: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = cli.main([*args, "--kubeconfig", self.kubeconfig, "--timeout", "30"])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def run(self, *extra: str) -> tuple[int, str]:
+        code, _, err = self.cli("run", *extra)
+        return code, err
+
+    def pool(self, name: str = "worker") -> dict[str, Any]:
+        return self.api.get("MachineConfigPool", "", name)
+
+    def ann(self, name: str = "worker") -> dict[str, str]:
+        return self.pool(name)["metadata"].get("annotations") or {}
+
+    def owned(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return F.owned(self.api.items(), pool)
+
+    def build_object(self, pool: str = "worker") -> dict[str, Any]:
+        found = [o for o in self.owned(pool) if o["kind"] in ("Pod", "Build")]
+        assert len(found) == 1, [o["metadata"]["name"] for o in found]
+        return found[0]
+
+    def finish(self, phase: str, pool: str = "worker", **kw: Any) -> dict[str, Any]:
+        """Write the status a kubelet (or OpenShift's build controller) would."""
+        import kubelet  # examples/kubelet.py, on the path by conftest
+        obj = self.build_object(pool)
+        kubelet.set_phase(obj, phase, **kw)
+        return self.api.write_status(obj)
+
+    def events(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return [e for e in self.api.list("Event", events.NAMESPACE)
+                if e["involvedObject"]["name"] == pool]
+
 
 
 def kubectl_binary() -> str | None:

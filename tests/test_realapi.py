@@ -9,7 +9,6 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import kubelet  # examples/kubelet.py
@@ -17,78 +16,12 @@ import pytest
 import yaml
 
 from reconcile import annotations as A
-from reconcile import cli, events, lease
+from reconcile import events, lease
 from tests import factory as F
 from tests import realserver
 
-pytestmark = pytest.mark.realapi
+pytestmark = pytest.mark.realapi      # fixtures `server` (one per session) and `real`: tests/conftest.py
 BUILDERS = sorted(F.BUILD_KINDS)
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    api = realserver.RealAPI(tmp_path_factory.mktemp("realapi"), realserver.binaries())
-    api.start()
-    try:
-        api.install_product()
-        api.sa_token = api.service_account_token(F.NS, "ocl-reconciler")
-        yield api
-    finally:
-        api.stop()
-
-
-class Real:
-    """A scenario on the real server: seed objects as the admin, run `ocl-reconcile` as its
-    ServiceAccount, play the kubelet or build controller through the status subresource."""
-
-    def __init__(self, api: realserver.RealAPI, tmp: Path, capsys: pytest.CaptureFixture[str]):
-        self.api, self.tmp, self.capsys = api, tmp, capsys
-        self.kubeconfig = api.kubeconfig(tmp / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
-        self.admin = api.kubeconfig(tmp / "admin.kubeconfig")
-
-    def seed(self, items: list[dict[str, Any]]) -> None:
-        self.api.load(items)
-
-    def cli(self, *args: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = cli.main([*args, "--kubeconfig", self.kubeconfig, "--timeout", "30"])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def run(self, *extra: str) -> tuple[int, str]:
-        code, _, err = self.cli("run", *extra)
-        return code, err
-
-    def pool(self, name: str = "worker") -> dict[str, Any]:
-        return self.api.get("MachineConfigPool", "", name)
-
-    def ann(self, name: str = "worker") -> dict[str, str]:
-        return self.pool(name)["metadata"].get("annotations") or {}
-
-    def owned(self, pool: str = "worker") -> list[dict[str, Any]]:
-        return F.owned(self.api.items(), pool)
-
-    def build_object(self, pool: str = "worker") -> dict[str, Any]:
-        found = [o for o in self.owned(pool) if o["kind"] in ("Pod", "Build")]
-        assert len(found) == 1, [o["metadata"]["name"] for o in found]
-        return found[0]
-
-    def finish(self, phase: str, pool: str = "worker", **kw: Any) -> dict[str, Any]:
-        """Write the status a kubelet (or OpenShift's build controller) would."""
-        obj = self.build_object(pool)
-        kubelet.set_phase(obj, phase, **kw)
-        return self.api.write_status(obj)
-
-    def events(self, pool: str = "worker") -> list[dict[str, Any]]:
-        return [e for e in self.api.list("Event", events.NAMESPACE)
-                if e["involvedObject"]["name"] == pool]
-
-
-@pytest.fixture
-def real(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    server.reset()
-    return Real(server, tmp_path, capsys)
 
 
 def cluster(builder: str, *pools: dict[str, Any], extra: list[dict[str, Any]] | None = None):
