@@ -442,6 +442,7 @@ class Real:
         self.api, self.tmp, self.capsys = api, tmp, capsys
         self.kubeconfig = api.kubeconfig(tmp / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
         self.admin = api.kubeconfig(tmp / "admin.kubeconfig")
+        self.stderr: list[str] = []          # every run's stderr, for scenarios that look later
 
     def seed(self, items: list[dict[str, Any]]) -> None:
         self.api.load(items)
@@ -450,6 +451,7 @@ class Real:
         self.capsys.readouterr()
         code = cli.main([*args, "--kubeconfig", self.kubeconfig, "--timeout", "30"])
         out, err = self.capsys.readouterr()
+        self.stderr.append(err)
         return code, out, err
 
     def run(self, *extra: str) -> tuple[int, str]:
