@@ -42,6 +42,10 @@ def test_lifecycle_to_success_then_converged(real, builder):
     build = real.build_object()
     assert build["kind"] == F.BUILD_KINDS[builder]
     assert a[A.BUILD] == f"{build['kind']}/{F.NS}/{build['metadata']['name']}"
+    if builder == "custom-pod-builder":     # the server defaulted and mutated our Pod...
+        assert build["spec"]["tolerations"] and build["spec"]["dnsPolicy"] == "ClusterFirst"
+    code, out, _ = real.cli("diff")         # ...and diff still sees nothing to do
+    assert code == 0, out
 
     real.finish("Running")
     assert real.run()[0] == 0
