@@ -212,6 +212,8 @@ class RealAPI:
             "--audit-policy-file", str(self.root / "audit-policy.yaml"),
             "--audit-log-path", str(self.audit_log), "--audit-log-mode", "blocking",
             "--enable-priority-and-fairness=false", "--allow-privileged=true",
+            "--etcd-compaction-interval", "1s",        # lets a test expire a continue token
+            "--feature-gates", "ListFromCacheSnapshot=false",   # ...as releases before 1.34 do
             "-v", "0"])
 
     def _ssl(self) -> ssl.SSLContext:

@@ -352,3 +352,34 @@ def test_two_runs_at_once_exactly_one_holds_the_lease(real, monkeypatch):
     assert lease_creates == [201, 409], lease_creates
     assert len([e for e in audit if e["verb"] == "create" and e["objectRef"]["resource"] == "pods"]) == 1
     assert real.ann()[A.STATE] == A.PENDING
+
+
+def test_an_expired_continue_token_restarts_the_list_on_the_real_server(real, monkeypatch):
+    """etcd compacted past the first page's revision: the real server answers the continue request
+    410 Expired, and the LIST starts again."""
+    import time
+
+    from reconcile.cluster import live
+    real.seed(cluster("custom-pod-builder", *(F.pool(f"p{i}") for i in range(3))))
+    monkeypatch.setattr(live, "PAGE", 1)
+    original, waited = live.LiveCluster._request, []
+
+    def request(self, method, path, query=None, body=None, content_type="application/json"):
+        if method == "GET" and path.endswith("/machineconfigpools") and any(k == "continue" for k, _ in query or []) \
+                and not waited:
+            waited.append(1)
+            for i in range(4):      # new revisions, then wait for the apiserver's compactor (1 s)
+                real.api.request("PATCH", real.api.path("MachineConfigPool", "", "p0"),
+                                 {"metadata": {"annotations": {"other.io/tick": str(i)}}},
+                                 content_type="application/merge-patch+json")
+                time.sleep(1)
+        return original(self, method, path, query, body, content_type)
+    monkeypatch.setattr(live.LiveCluster, "_request", request)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0, err
+    pool_lists = [e for e in real.api.audit(mark, realserver.RECONCILER)
+                  if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigpools"]
+    codes = [e["responseStatus"]["code"] for e in pool_lists]
+    assert 410 in codes and codes[-1] == 200, codes
+    assert all(real.ann(f"p{i}")[A.STATE] == A.PENDING for i in range(3))
