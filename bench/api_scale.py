@@ -6,6 +6,10 @@ Three runs per size: creating (every pool needs a build), steady while building 
 Pod running, ~280 KB MachineConfig in each pool's ConfigMap), steady when built (nothing left but
 the pools). Targets (issue 3): a steady run makes <= 8 requests whatever the pool count; a steady
 run at 200 pools takes <= 1.5 s wall including interpreter start.
+
+`--real`: the same against the real kube-apiserver and etcd of the realapi suite (`make realapi`
+builds them), the reconciler authenticated as its ServiceAccount; requests are counted from the
+server's audit log.
 """
 
 from __future__ import annotations
@@ -58,9 +62,59 @@ def report(n: int, label: str, count: int, wall: float, kinds: Counter) -> None:
     print(f"{n:>5}  {label:<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
 
 
+def real_runs(mc: dict) -> int:
+    from tests import realserver
+    bindir = realserver.cache_dir()
+    if not (bindir / "kube-apiserver").is_file():
+        print(f"error: no kube-apiserver in {bindir}: run `make realapi` first", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        api = realserver.RealAPI(Path(tmp), bindir)
+        try:
+            api.start()
+            api.install_product()
+            kubeconfig = api.kubeconfig(Path(tmp) / "sa.kubeconfig",
+                                        api.service_account_token(F.NS, "ocl-reconciler"), "ocl-reconciler")
+            print(f"real kube-apiserver started in {api.startup_seconds:.1f}s")
+
+            def run() -> tuple[float, int, Counter]:
+                mark = api.audit_mark()
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "reconcile", "run", "--kubeconfig", kubeconfig,
+                                "--timeout", "120"], cwd=ROOT, check=False, capture_output=True,
+                               env=dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z"))
+                wall = time.perf_counter() - start
+                audit = api.audit(mark, realserver.RECONCILER)
+                return wall, len(audit), Counter(f"{e['verb']} {e['objectRef']['resource']}" for e in audit)
+
+            def kubelet_all(phase: str) -> None:
+                for pod in api.list("Pod", F.NS):
+                    api.write_status(kubelet.set_phase(pod, phase))
+
+            for n in (10, 100, 200):
+                api.reset()
+                api.load(cluster(n, mc))
+                wall, count, kinds = run()
+                report(n, "creating", count, wall, kinds)
+                kubelet_all("Running")
+                run()                                                   # records Building
+                wall, count, kinds = run()
+                report(n, "steady, all building", count, wall, kinds)
+                kubelet_all("Succeeded")
+                run()                                                   # records Succeeded, cleans up
+                wall, count, kinds = run()
+                report(n, "steady, all built", count, wall, kinds)
+        finally:
+            api.stop()
+    return 0
+
+
 def main() -> int:
     mc, source = sample_machineconfig()
     print(f"MachineConfig per pool: {source}")
+    if "--real" in sys.argv[1:]:
+        print(f"{'pools':>5}  {'run (real server)':<22} {'requests':>8} {'wall':>8}  requests by verb")
+        return real_runs(mc)
     print(f"{'pools':>5}  {'run':<22} {'requests':>8} {'wall':>8}  requests by verb")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (10, 100, 200):

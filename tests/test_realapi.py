@@ -383,3 +383,19 @@ def test_an_expired_continue_token_restarts_the_list_on_the_real_server(real, mo
     codes = [e["responseStatus"]["code"] for e in pool_lists]
     assert 410 in codes and codes[-1] == 200, codes
     assert all(real.ann(f"p{i}")[A.STATE] == A.PENDING for i in range(3))
+
+
+def test_without_the_builder_service_account_the_pool_is_blocked_saying_why(real, server):
+    """ServiceAccount admission refuses a Pod whose ServiceAccount does not exist."""
+    sa = server.get("ServiceAccount", F.NS, "ocl-builder")
+    server.request("DELETE", server.path("ServiceAccount", F.NS, "ocl-builder"))
+    try:
+        real.seed(cluster("custom-pod-builder"))
+        code, err = real.run()
+    finally:
+        server.create(sa)
+    assert code == 2
+    a = real.ann()
+    assert a[A.STATE] == A.BLOCKED
+    assert a[A.MESSAGE].startswith("create Pod/openshift-machine-config-operator/ocl-build-worker-"), a[A.MESSAGE]
+    assert "403 Forbidden" in a[A.MESSAGE] and 'serviceaccount "ocl-builder" not found' in a[A.MESSAGE], a[A.MESSAGE]
