@@ -481,6 +481,13 @@ class Real:
         kubelet.set_phase(obj, phase, **kw)
         return self.api.write_status(obj)
 
+    def new_rendered_config(self, rendered: str, pool: str = "worker") -> None:
+        """The MCO rendered a new MachineConfig for the pool."""
+        self.api.create(F.machineconfig(rendered))
+        obj = self.pool(pool)
+        obj["spec"]["configuration"]["name"] = rendered
+        self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)
+
     def events(self, pool: str = "worker") -> list[dict[str, Any]]:
         return [e for e in self.api.list("Event", events.NAMESPACE)
                 if e["involvedObject"]["name"] == pool]

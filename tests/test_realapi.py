@@ -87,10 +87,7 @@ def test_failure_is_recorded_and_a_new_config_starts_over(real, builder):
     assert len(real.owned()) == 3                  # the failed build's objects stay for debugging
     assert any(e["reason"] == "BuildFailed" and e["type"] == "Warning" for e in real.events())
 
-    real.api.create(F.machineconfig("rendered-worker-2"))
-    pool = real.pool()
-    pool["spec"]["configuration"]["name"] = "rendered-worker-2"
-    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    real.new_rendered_config("rendered-worker-2")
     code, err = real.run()
     assert code == 0, err
     a = real.ann()
@@ -106,10 +103,7 @@ def test_new_config_interrupts_a_running_build(real, builder):
     old = real.build_object()["metadata"]["name"]
     real.finish("Running")
     assert real.run()[0] == 0
-    real.api.create(F.machineconfig("rendered-worker-2"))
-    pool = real.pool()
-    pool["spec"]["configuration"]["name"] = "rendered-worker-2"
-    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    real.new_rendered_config("rendered-worker-2")
     code, err = real.run()
     assert code == 0, err
     a = real.ann()
@@ -399,3 +393,17 @@ def test_without_the_builder_service_account_the_pool_is_blocked_saying_why(real
     assert a[A.STATE] == A.BLOCKED
     assert a[A.MESSAGE].startswith("create Pod/openshift-machine-config-operator/ocl-build-worker-"), a[A.MESSAGE]
     assert "403 Forbidden" in a[A.MESSAGE] and 'serviceaccount "ocl-builder" not found' in a[A.MESSAGE], a[A.MESSAGE]
+    (told,) = real.events()
+    assert (told["reason"], told["type"], told["message"]) == ("Blocked", "Warning", a[A.MESSAGE])
+
+
+def test_the_harness_starts_quickly_and_leaves_no_process(tmp_path):
+    import os
+    api = realserver.RealAPI(tmp_path, realserver.binaries())
+    api.start()
+    pids = [p.pid for p in api.procs]
+    assert len(pids) == 2 and api.request("GET", "/readyz")[0] == 200
+    api.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

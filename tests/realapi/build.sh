@@ -23,7 +23,7 @@ for target in k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3 k8s
   stamp="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/client-go/pkg/version.gitVersion=$k8s"
   minor="${k8s#v1.}"; minor="${minor%%.*}"
   stamp="$stamp -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  go build -trimpath -ldflags="-s -w $stamp" -o "$dir/$out.tmp" "$target"
+  go build -buildvcs=false -trimpath -ldflags="-s -w $stamp" -o "$dir/$out.tmp" "$target"
   mv "$dir/$out.tmp" "$dir/$out"          # atomic: a killed build leaves no half binary behind
 done
 echo "built in $(( $(date +%s) - start ))s" >&2
