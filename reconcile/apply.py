@@ -1,10 +1,14 @@
-"""Carry out plans against a cluster, pool by pool.
+"""Carry out plans, pool by pool: every effect of a run (API writes and registry deletes) is an
+action of a pool's plan, done here, counted once, bounded by the run's deadline.
 
 A conflicting patch (someone wrote the object since we read it) makes us re-read that pool,
 re-plan it and try once more, so foreign changes are kept. A create that finds our own object
 (same pool and build id: a lost response, or a killed run) adopts it. Any other failed write stops
 that pool's plan, is recorded as Blocked on the pool, and the run goes on with the other pools.
-An Event is best effort: one that cannot be written is logged and counted, and the plan goes on."""
+An Event is best effort: one that cannot be written is logged and counted, and the plan goes on.
+A registry delete that fails is that pool's error (exit 2), never Blocked: its build succeeded; the
+pool's image history keeps what could not be deleted, for the next run. Without a registry (a
+snapshot run) a prune only says what it would delete."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconcile import lifecycle, naming, objects
+from reconcile import lifecycle, naming, objects, prune, registry
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.plan import Action, PoolPlan
 
@@ -32,6 +36,7 @@ class Outcome:
     replanned: bool = False
     error_reason: str = ""
     events_lost: int = 0
+    images_deleted: int = 0
 
 
 @dataclass
@@ -50,10 +55,11 @@ class RunResult:
             states[state] = states.get(state, 0) + 1
         writes = {v: sum(o.plan.count(v) for o in self.outcomes if not o.error) for v in
                   ("create", "patch", "delete")}
+        images = sum(o.images_deleted for o in self.outcomes)
         pools = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
-                f"{writes['delete']} deleted; {requests if requests is not None else '-'} requests; "
-                f"{seconds:.2f}s")
+                f"{writes['delete']} deleted, {images} images deleted; "
+                f"{requests if requests is not None else '-'} requests; {seconds:.2f}s")
 
 
 def _do(cluster: Cluster, action: Action) -> None:
@@ -84,6 +90,38 @@ def _ours(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     return all(objects.labels(live).get(k) == objects.labels(wanted).get(k) for k in keys)
 
 
+class RegistryFailure(ClusterError):
+    """Some images could not be deleted from the registry; the message says which and why."""
+
+
+def _prune(cluster: Cluster, action: Action, deleter: registry.Deleter | None, outcome: Outcome) -> None:
+    pool = outcome.plan.pool
+    if deleter is None:
+        for image in action.images:
+            log.info("would delete image %s (pool %s): a snapshot run never contacts the registry", image,
+                     pool, extra={"pool": pool})
+        return
+    gone, failed = [], []
+    for image in action.images:
+        try:
+            said = deleter.delete(image)
+        except registry.RegistryError as err:
+            failed.append(str(err))
+            continue
+        gone.append(image)
+        log.info("deleted image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
+    if gone:
+        ops = action.patch if len(gone) == len(action.images) else tuple(prune.history_ops(action.obj, gone))
+        try:
+            cluster.patch("MachineConfigPool", "", objects.name(action.obj), list(ops))
+        except ClusterError as err:
+            raise WriteError(f"patch {action.ref} (image history): {err}", err.status) from None
+        outcome.writes += 1
+        outcome.images_deleted += len(gone)
+    if failed:
+        raise RegistryFailure(f"image pruning: {'; '.join(failed)}")
+
+
 class WriteError(ClusterError):
     """A write failed; the message names the write and the object, `status` is the server's."""
 
@@ -104,8 +142,12 @@ def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
     return True
 
 
-def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None) -> None:
+def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None,
+              deleter: registry.Deleter | None) -> None:
     for action in plan.actions:
+        if action.verb == "prune":
+            _prune(cluster, action, deleter, outcome)
+            continue
         if action.verb == "create" and action.obj.get("kind") == "Event":
             if _tell(cluster, action, plan.pool):
                 outcome.writes += 1
@@ -123,7 +165,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
             fresh = replanner.replan(plan.pool)
             if fresh is not None:
                 outcome.plan = fresh
-                _run_plan(cluster, fresh, outcome, replanner)
+                _run_plan(cluster, fresh, outcome, replanner, deleter)
             return
         except ClusterError as err:
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
@@ -132,12 +174,16 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
 
 
 def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
-            replanner: Replanner | None = None) -> RunResult:
+            replanner: Replanner | None = None, deleter: registry.Deleter | None = None) -> RunResult:
+    """`deleter` deletes images from the registry; None (a snapshot run) only says what it would."""
     result = RunResult()
     for plan in plans:
         outcome = Outcome(plan)
         try:
-            _run_plan(cluster, plan, outcome, replanner)
+            _run_plan(cluster, plan, outcome, replanner, deleter)
+        except RegistryFailure as err:
+            outcome.error, outcome.error_reason = f"pool {plan.pool}: {err}", "registry"
+            log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
         except ClusterError as err:
             outcome.error = str(err)
             outcome.error_reason = str(err.status or type(err).__name__)

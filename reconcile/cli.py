@@ -18,8 +18,9 @@ MachineConfig, and records the outcome on the pool as annotations.
 
 EPILOG = """\
 commands:
-  run     one pass that applies the plan (exit 0 all pools reconciled, 2 a pool Blocked or a
-          write failed, 3 the cluster or snapshot cannot be read)
+  run     one pass that applies the plan (exit 0 all pools reconciled, 2 a pool Blocked, a
+          write failed or an image could not be deleted from the registry, 3 the cluster or
+          snapshot cannot be read)
   diff    the same plan as a unified diff per object, no writes, secret values masked
           (exit 0 no differences, 1 differences, >=2 error)
   render  the desired build objects of every opted-in pool as a YAML stream on stdout
@@ -118,7 +119,7 @@ def _observe(cluster, args, now: datetime):
     from reconcile.cluster import ClusterError
     try:
         seen = observe.observe(cluster, args.namespace)
-        planner = observe.Planner(cluster, seen, now, args.pool)
+        planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
         return seen, planner, planner.plan()
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
@@ -127,7 +128,7 @@ def _observe(cluster, args, now: datetime):
 def cmd_run(args, now: datetime) -> int:
     import logging
 
-    from reconcile import apply, lease, snapshot
+    from reconcile import apply, lease, registry, snapshot
     from reconcile.cluster import ClusterError
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
@@ -144,14 +145,9 @@ def cmd_run(args, now: datetime) -> int:
         return EXIT_OK
     try:
         seen, planner, plans = _observe(cluster, args, now)
-        result = apply.execute(cluster, plans, now, planner)
-        from reconcile import pruning
         # a snapshot is a simulation: it never deletes real images, it says what it would delete
-        written = [o.plan for o in result.outcomes if not o.error]
-        _, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, written),
-                                      args.keep_images, dry_run=bool(args.snapshot))
-        for error in prune_errors:
-            logging.getLogger("reconcile").error("%s", error)
+        deleter = None if args.snapshot else registry.Deleter(planner.push_auths, cluster.deadline)
+        result = apply.execute(cluster, plans, now, planner, deleter)
     finally:
         try:
             lease.release(cluster, held)
@@ -170,19 +166,14 @@ def cmd_run(args, now: datetime) -> int:
             snapshot.write(args.write_snapshot, cluster.items())
         except OSError as err:
             raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
-    return EXIT_BLOCKED if result.failed or prune_errors else EXIT_OK
+    return EXIT_BLOCKED if result.failed else EXIT_OK
 
 
 def cmd_diff(args, now: datetime) -> int:
-    from reconcile import diffview, pruning
+    from reconcile import diffview
     cluster = _cluster(args, now)
-    seen, _, plans = _observe(cluster, args, now)
-    pruned, prune_errors = pruning.run(cluster, seen.settings, pruning.pools_after(seen.pools, plans),
-                                       args.keep_images, dry_run=True)
-    for error in prune_errors:
-        print(f"error: {error}", file=sys.stderr)
-    changed = EXIT_CHANGES if any(p.actions for p in plans) or any(
-        line.startswith("would") for line in pruned) else EXIT_OK
+    _, _, plans = _observe(cluster, args, now)
+    changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
     if args.output == "json":
         sys.stdout.write(diffview.as_json(plans))
         return changed
@@ -194,7 +185,6 @@ def cmd_diff(args, now: datetime) -> int:
         except RuntimeError as err:
             raise Fatal(str(err)) from None
     sys.stdout.write(diffview.render(plans, diffview.color_wanted(args.color, sys.stdout)))
-    sys.stdout.write("".join(f"# {line}\n" for line in pruned))
     return changed
 
 

@@ -52,7 +52,7 @@ def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def sides(action: Action) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(live, desired) as shown: comparable, masked, long values summarised."""
     before = None if action.verb == "create" else action.obj
-    after = {"create": action.obj, "patch": action.after, "delete": None}[action.verb]
+    after = {"create": action.obj, "patch": action.after, "prune": action.after, "delete": None}[action.verb]
     before, after = masking.mask_pair(comparable(before), comparable(after))
     return (_summarise(before) if before is not None else None,
             _summarise(after) if after is not None else None)
@@ -126,7 +126,10 @@ def _header(action: Action) -> str:
     obj = action.obj
     ns, name = objects.namespace(obj), objects.name(obj)
     group = objects.group(obj.get("apiVersion", "")) or "core"
-    return f"===== {action.verb} {group}/{obj.get('kind')} {f'{ns}/{name}' if ns else name} ====="
+    what = f"{group}/{obj.get('kind')} {f'{ns}/{name}' if ns else name}"
+    if action.verb == "prune":
+        return f"===== prune {what}: delete {len(action.images)} image(s) from the registry ====="
+    return f"===== {action.verb} {what} ====="
 
 
 def _sorted_actions(plans: Iterable[PoolPlan]) -> list[Action]:
@@ -154,12 +157,14 @@ def render(plans: Iterable[PoolPlan], color: bool = False) -> str:
     for action in _sorted_actions(plans):
         before, after = sides(action)
         out.append(_paint(_header(action) + "\n", color))
+        out.extend(_paint(f"# delete image {image}\n", color) for image in action.images)
         out.append(_paint(f"# {change_summary(before, after)}\n", color))
         label = _label(action.obj)
         for line in difflib.unified_diff(yamlio.dump(before).splitlines(keepends=True) if before else [],
                                          yamlio.dump(after).splitlines(keepends=True) if after else [],
                                          f"live/{label}", f"desired/{label}"):
             out.append(_paint(line, color))
+    out.extend(_paint(f"# pool {p.pool}: {note}\n", color) for p in plans for note in p.notes)
     if out or any(p.state_before != p.state_after and p.state_after for p in plans):
         out.append(summary(plans) + "\n")
     return "".join(out)
@@ -168,6 +173,8 @@ def render(plans: Iterable[PoolPlan], color: bool = False) -> str:
 def summary(plans: Iterable[PoolPlan]) -> str:
     plans = list(plans)
     counts = ", ".join(f"{sum(p.count(v) for p in plans)} to {v}" for v in ("create", "patch", "delete"))
+    images = sum(p.count("prune") for p in plans)
+    counts += f", {images} images to delete from the registry" if images else ""
     moves = [f"{p.pool} {p.state_before or '-'} -> {p.state_after}"
              for p in plans if p.state_after and p.state_before != p.state_after]
     return counts + ("; pools: " + ", ".join(moves) if moves else "")
@@ -192,14 +199,16 @@ def as_json(plans: Iterable[PoolPlan]) -> str:
                                      "kind": action.obj.get("kind"),
                                      "namespace": objects.namespace(action.obj) or None,
                                      "name": objects.name(action.obj)}
-            if action.verb == "patch":
+            if action.verb == "prune":
+                entry["images"] = list(action.images)
+            if action.verb in ("patch", "prune"):
                 entry["patch"] = _masked_ops(action)
             elif action.verb == "create":
                 entry["object"] = masking.mask_pair(None, action.obj)[1]
             actions.append(entry)
         out["pools"].append({"pool": plan.pool, "stateBefore": plan.state_before,
                              "stateAfter": plan.state_after, "message": plan.message,
-                             "actions": actions})
+                             "actions": actions, "notes": list(plan.notes)})
     return json.dumps(out, indent=2, sort_keys=False) + "\n"
 
 

@@ -60,6 +60,8 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
                    registry=registry)
     for (verb, outcome), count in sorted(requests.items()):
         api.labels(verb, outcome).inc(count)
+    PCounter("ocl_images_deleted", "Images deleted from the registry by this run",
+             registry=registry).inc(sum(o.images_deleted for o in result.outcomes))
     errors = PCounter("ocl_errors", "Errors by reason", ["reason"], registry=registry)
     reasons: Counter[str] = Counter()
     for outcome in result.outcomes:

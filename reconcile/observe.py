@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, proxy, settings
+from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, proxy, prune, settings
 from reconcile.cluster import Cluster, NotFound
 from reconcile.plan import PoolPlan
 from reconcile.settings import Settings, SettingsError
@@ -117,8 +117,11 @@ class Planner:
     seen: Observed
     now: datetime
     only: Iterable[str] = ()
+    #: image pruning: keep the newest N of a pool's images (-1: never prune)
+    keep_images: int = -1
     machineconfigs: dict[str, Any] = field(default_factory=dict)
     material: desired.Material | None = None
+    nodes: list[dict[str, Any]] | None = None
 
     def _read(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
@@ -132,14 +135,40 @@ class Planner:
         plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
                                        self.machineconfigs, only, self.material)
         waiting = {p.pool: p.needs_machineconfig for p in plans if p.needs_machineconfig}
-        if not waiting:
+        if waiting:
+            self._read(waiting.values())
+            asking = [p for p in pools if objects.name(p) in waiting]
+            again = lifecycle.plan_cluster(self.seen.settings, asking, owned, self.now, self.machineconfigs,
+                                           list(waiting), self.material)
+            replanned = {p.pool: p for p in again}
+            plans = [replanned.get(p.pool, p) if p.pool in waiting else p for p in plans]
+        return self._with_prunes(plans, pools)
+
+    def _with_prunes(self, plans: list[PoolPlan], pools: list[dict[str, Any]]) -> list[PoolPlan]:
+        """Registry deletes are actions of the pool's plan too. What pools and nodes use is
+        protected, so every pool (not only those planned) and the nodes are looked at; the nodes
+        are listed only when some planned pool's history is longer than --keep-images."""
+        if self.keep_images < 0 or not isinstance(self.seen.settings, Settings):
             return plans
-        self._read(waiting.values())
-        asking = [p for p in pools if objects.name(p) in waiting]
-        again = lifecycle.plan_cluster(self.seen.settings, asking, owned, self.now, self.machineconfigs,
-                                       list(waiting), self.material)
-        replanned = {p.pool: p for p in again}
-        return [replanned.get(p.pool, p) if p.pool in waiting else p for p in plans]
+        planned = {p.pool for p in plans}
+        everyone = {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
+        after = prune.pools_after(everyone.values(), plans)
+        if not prune.pending([p for p in after if objects.name(p) in planned], self.keep_images):
+            return plans
+        if self.nodes is None:
+            self.nodes = self.cluster.list("Node", None)
+        prune.add_to(plans, everyone.values(), self.nodes, self.keep_images)
+        return plans
+
+    def push_auths(self) -> dict[str, Any]:
+        """Registry credentials for pruning, from the push secret (read when first needed)."""
+        from reconcile import auth
+        found = self.seen.settings
+        assert isinstance(found, Settings)
+        secret = self.cluster.get("Secret", found.namespace, found.push_secret)
+        if secret is None:
+            raise auth.AuthError(f"Secret {found.namespace}/{found.push_secret} not found")
+        return auth.auths(secret)
 
     def plan(self) -> list[PoolPlan]:
         return self._plan(self.seen.pools, self.seen.owned, self.only)
@@ -151,5 +180,6 @@ class Planner:
         return plans[0] if plans else None
 
 
-def plan(cluster: Cluster, seen: Observed, now: datetime, only: Iterable[str] = ()) -> list[PoolPlan]:
-    return Planner(cluster, seen, now, only).plan()
+def plan(cluster: Cluster, seen: Observed, now: datetime, only: Iterable[str] = (),
+         keep_images: int = -1) -> list[PoolPlan]:
+    return Planner(cluster, seen, now, only, keep_images).plan()

@@ -10,12 +10,14 @@ from reconcile import objects
 
 @dataclass(frozen=True)
 class Action:
-    """One write. `obj` is the body to create, or the live object to patch or delete;
-    `after` is the object as the patch leaves it (what a diff shows)."""
-    verb: str                      # "create" | "patch" | "delete"
+    """One effect of a run. `obj` is the body to create, or the live object to patch or delete;
+    `after` is the object as the patch leaves it (what a diff shows). A "prune" deletes `images`
+    from the registry, then patches the pool's image history (`obj`) as `after` shows."""
+    verb: str                      # "create" | "patch" | "delete" | "prune"
     obj: dict[str, Any]
     patch: tuple[dict[str, Any], ...] = ()
     after: dict[str, Any] | None = None
+    images: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -31,11 +33,15 @@ class PoolPlan:
     actions: list[Action] = field(default_factory=list)
     #: Set when a new build is due and the rendered MachineConfig must be read first.
     needs_machineconfig: str | None = None
+    #: What the plan decided not to do, for people (images kept because something uses them).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
         return self.state_after == "Blocked"
 
     def count(self, verb: str) -> int:
-        """Writes of a verb, Events (records of transitions) not counted."""
+        """Writes of a verb, Events (records of transitions) not counted; for "prune", images."""
+        if verb == "prune":
+            return sum(len(a.images) for a in self.actions if a.verb == "prune")
         return sum(1 for a in self.actions if a.verb == verb and a.obj.get("kind") != "Event")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from reconcile import imageref
@@ -88,3 +89,25 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
         except (urllib.error.URLError, OSError) as err:
             raise RegistryError(f"{image}: {getattr(err, 'reason', err)}") from None
     raise RegistryError(f"{image}: not authorised by the registry")
+
+
+class Deleter:
+    """What the executor deletes images with: credentials read once, when first needed, and
+    every request bounded by the run's deadline (monotonic clock)."""
+
+    def __init__(self, auths: Callable[[], Mapping[str, Any]], deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self._auths, self._cached, self.deadline, self.clock = auths, None, deadline, clock
+
+    def delete(self, image: str) -> str:
+        timeout = 30.0
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - self.clock())
+            if timeout <= 0:
+                raise RegistryError(f"{image}: not attempted: the run's deadline has passed")
+        if self._cached is None:
+            try:
+                self._cached = dict(self._auths())
+            except ValueError as err:            # auth.AuthError: a bad or missing push secret
+                raise RegistryError(f"no registry credentials: {err}") from None
+        return delete(image, self._cached, timeout)

@@ -325,5 +325,5 @@ def test_run_ends_with_a_one_line_summary(any_cli):
     code, _, err = any_cli.run(items)
     last = err.strip().splitlines()[-1]
     assert code == 2
-    assert "run done: pools 1 Blocked, 1 Pending; 3 created, 2 patched, 0 deleted; " in last
+    assert "run done: pools 1 Blocked, 1 Pending; 3 created, 2 patched, 0 deleted, 0 images deleted; " in last
     assert last.endswith("s") and " requests; " in last
