@@ -191,11 +191,12 @@ def cmd_diff(args, now: datetime) -> int:
 def cmd_render(args, now: datetime) -> int:
     from reconcile import observe, render, yamlio
     from reconcile.cluster import ClusterError
+    from reconcile.settings import Settings
     cluster = _cluster(args, now)
     try:
         seen = observe.observe(cluster, args.namespace)
         material = (observe.read_material(cluster, seen.settings, seen.configmaps)
-                    if not isinstance(seen.settings, str) else None)
+                    if isinstance(seen.settings, Settings) else None)
         objs, problems, notes = render.render(seen.settings, seen.pools,
                                               lambda n: cluster.get("MachineConfig", "", n),
                                               material, only=args.pool)

@@ -1,193 +1,364 @@
-"""The pure core: (settings, pool, the pool's live objects) -> a PoolPlan that moves it one step.
+"""The pure core of a run, as a state machine: what was observed about a pool -> one transition
+(`decide`, one match) -> the actions of that transition (one small function each, `ACTIONS`).
 
 Each run looks at the cluster once. The pool's annotations say which build the recorded state is
-about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one:
-objects are created before the state that names them is written, and a success is recorded
-before the build's objects are deleted.
+about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one: objects
+are created before the state that names them is written, and a success is recorded before the
+build's objects are deleted. `Transition` holds the README's lifecycle table, row by row;
+tests/test_lifecycle_unit.py checks the two against each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from reconcile import annotations as A
 from reconcile import builders, desired, events, naming, objects, patches
+from reconcile.builders.base import Builder, BuildStatus
 from reconcile.plan import Action, PoolPlan
+from reconcile.problem import Problem
 from reconcile.settings import Settings
 
-#: Passed as `machineconfig` when the rendered MachineConfig does not exist.
+#: Passed as a MachineConfig that does not exist.
 MISSING: Mapping[str, Any] = {}
+
+
+class Transition(enum.Enum):
+    """(situation, outcome): the README's lifecycle table, one member a row."""
+    START = ("no build object for the current inputs (a new pool, or inputs changed: a new "
+             "rendered config, settings, custom Dockerfile or rebuild token)",
+             "create the ConfigMaps (our auth Secrets where needed) and the Pod or Build; delete the "
+             "older builds' objects (a running one is interrupted: the message says which); `Pending`")
+    PROGRESS = ("Pod `Pending` / `Running` (Build `New`, `Pending` / `Running`)", "`Pending` / `Building`")
+    SUCCEED = ("Pod `Succeeded` with a digest in its termination message (Build `Complete` with "
+               "`imageDigest`)", "record the image; `Succeeded`; delete the build's objects")
+    FAIL = ("the same without a digest, or Pod `Failed` (Build `Failed`, `Error`, `Cancelled`)",
+            "`Failed` with the reason; objects kept for debugging")
+    STAY_FAILED = ("recorded `Failed` for the current inputs",
+                   "nothing: no automatic re-creation for the same inputs (older builds' objects go)")
+    RETRY = ("the build failed for a transient reason, or its Pod or Build was deleted by someone",
+             "another attempt (at most 3): `Pending`, `ocl-reconciler.io/attempt` counts, the message "
+             "keeps each attempt's reason")
+    GIVE_UP = ("the same at the third attempt", "`Failed`: `failed after 3 attempts: ...`")
+    BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go)")
+    OPT_OUT = ("label removed", "delete the pool's build objects, remove every `ocl-reconciler.io/*` "
+               "annotation (a rebuild request too) and the image annotation")
+    POOL_GONE = ("pool deleted", "its objects are deleted (no garbage collector is needed)")
+    BLOCKED = ("invalid or missing inputs",
+               "`Blocked`; the message names the ConfigMap, Secret or key; other pools go on")
+
+    @property
+    def situation(self) -> str:
+        return self.value[0]
+
+    @property
+    def outcome(self) -> str:
+        return self.value[1]
+
+
+#: Transitions that make a new build object: they need the MachineConfig and the build material.
+NEEDS_BUILD = frozenset({Transition.START, Transition.RETRY})
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What `decide` looks at: the recorded state and the live build object of the current inputs."""
+    recorded: str | None                  # the pool's state annotation
+    at_ref: bool                          # the annotations are about this build (and attempt)
+    has_image: bool
+    build: BuildStatus | None             # the current attempt's build object, read by its builder
+    attempts_left: bool
+
+
+def decide(o: Observation) -> Transition:
+    match o:
+        case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True):
+            return Transition.BUILT
+        case Observation(at_ref=True, recorded=A.FAILED | A.INTERRUPTED):
+            return Transition.STAY_FAILED
+        case Observation(build=BuildStatus(state=A.FAILED, transient=True), attempts_left=False):
+            return Transition.GIVE_UP
+        case Observation(build=BuildStatus(state=A.FAILED, transient=True)):
+            return Transition.RETRY
+        case Observation(build=BuildStatus(state=A.SUCCEEDED)):
+            return Transition.SUCCEED
+        case Observation(build=BuildStatus(state=A.FAILED)):
+            return Transition.FAIL
+        case Observation(build=BuildStatus()):
+            return Transition.PROGRESS
+        case Observation(build=None, at_ref=True, recorded=A.PENDING | A.BUILDING, attempts_left=False):
+            return Transition.GIVE_UP
+        case Observation(build=None, at_ref=True, recorded=A.PENDING | A.BUILDING):
+            return Transition.RETRY
+        case _:
+            return Transition.START
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A pool's transition and everything its actions are built from."""
+    transition: Transition
+    pool_name: str
+    pool: Mapping[str, Any] | None = None
+    problem: str = ""                                   # BLOCKED
+    owned: tuple[Mapping[str, Any], ...] = ()           # OPT_OUT, POOL_GONE: all of the pool's objects
+    settings: Settings | None = None
+    builder: Builder | None = None
+    inputs: desired.BuildInputs | None = None
+    attempt: int = 1
+    current: tuple[Mapping[str, Any], ...] = ()         # objects of the current build id
+    stale: tuple[Mapping[str, Any], ...] = ()           # objects of older build ids
+    build_obj: Mapping[str, Any] | None = None
+    status: BuildStatus | None = None
+
+    @property
+    def needs_build(self) -> bool:
+        return self.transition in NEEDS_BUILD
 
 
 def rfc3339(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _annotate(plan: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None],
-              now: datetime) -> None:
+def opted_in(pool: Mapping[str, Any]) -> bool:
+    return A.LAYERING_LABEL in objects.labels(pool)
+
+
+# --- deciding ----------------------------------------------------------------------------------
+
+def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
+                owned: Iterable[Mapping[str, Any]]) -> Decision:
+    """The transition of one opted-in pool."""
+    name = objects.name(pool)
+    if isinstance(settings, Problem):
+        return Decision(Transition.BLOCKED, name, pool, problem=settings.message)
+    builder = builders.for_type(settings.builder_type)      # settings.read validated the type
+    try:
+        inp = desired.inputs(settings, pool)
+    except desired.Blocked as err:
+        return Decision(Transition.BLOCKED, name, pool, problem=str(err))
+    ann = objects.annotations(pool)
+    attempt = _attempt(ann, builder, settings.namespace, inp)
+    current = tuple(o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == inp.build_id)
+    stale = tuple(o for o in owned if o not in current)
+    build_obj = next((o for o in current if o.get("kind") == builder.kind
+                      and objects.name(o) == desired.build_name(inp, attempt)), None)
+    status = builder.read_status(build_obj) if build_obj is not None else None
+    ref = desired.build_ref(builder, settings.namespace, inp, attempt)
+    observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
+                           has_image=bool(ann.get(A.IMAGE)), build=status,
+                           attempts_left=attempt < A.MAX_ATTEMPTS)
+    return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
+                    attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status)
+
+
+def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
+                   owned: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[Decision]:
+    """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
+    included; objects without our labels are never acted on."""
+    ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
+            and objects.labels(o).get(naming.POOL_LABEL)]
+    by_pool = objects.by_label(ours, naming.POOL_LABEL)      # keyed by naming.pool_label()
+    selected = set(only)
+    out = []
+    for pool in sorted(pools, key=objects.name):
+        name = objects.name(pool)
+        if selected and name not in selected:
+            continue
+        mine = by_pool.pop(naming.pool_label(name), [])
+        if opted_in(pool):
+            out.append(decide_pool(settings, pool, mine))
+        elif mine or any(A.owned(k) for k in objects.annotations(pool)):
+            out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine)))
+    for label, orphans in sorted(by_pool.items()):
+        if not selected or label in {naming.pool_label(s) for s in selected}:
+            out.append(Decision(Transition.POOL_GONE, label, owned=tuple(orphans)))
+    return out
+
+
+# --- acting: one function per transition --------------------------------------------------------
+
+@dataclass
+class _Step:
+    """What a transition's function builds on: the decision, the plan and the clock."""
+    d: Decision
+    plan: PoolPlan
+    now: datetime
+    base: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def ann(self) -> Mapping[str, str]:
+        return objects.annotations(self.d.pool or {})
+
+    def record(self, state: str, message: str = "", **extra: str | None) -> None:
+        self.plan.state_after, self.plan.message = state, message
+        _annotate(self.plan, self.d.pool or {}, {A.STATE: state, A.MESSAGE: A.one_line(message), **self.base,
+                                                 **extra}, self.now)
+
+    def delete(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        for obj in sorted(objs, key=objects.sort_key):
+            self.plan.actions.append(Action("delete", dict(obj)))
+
+
+def _built(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    s.delete(s.d.current + s.d.stale)           # leftovers of a run killed after recording
+    s.plan.state_after = A.SUCCEEDED
+
+
+def _stay_failed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    s.delete(s.d.stale)                         # the failed build's objects stay for debugging
+    s.plan.state_after, s.plan.message = s.ann.get(A.STATE), s.ann.get(A.MESSAGE, "")
+
+
+def _succeed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    image = f"{s.d.settings.repo}@{s.d.status.digest}"      # both parts validated already
+    earlier = [i for i in s.ann.get(A.IMAGES, "").split() if i != image]
+    s.record(A.SUCCEEDED, **{A.IMAGE: image, A.BUILT_CONFIG: s.d.inputs.rendered_config,
+                             A.IMAGES: " ".join(([image] + earlier)[:A.IMAGES_LIMIT])})
+    s.delete(s.d.current + s.d.stale)
+
+
+def _progress(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """Follow the build object: its state, and a message that is the build's, else the one kept."""
+    ann, ref = s.ann, s.base[A.BUILD]
+    kept = ann.get(A.MESSAGE, "") if ann.get(A.BUILD) == ref and ann.get(A.STATE) in (A.PENDING, A.BUILDING) \
+        else ""
+    s.delete(s.d.stale)
+    s.record(s.d.status.state, s.d.status.message or _interrupted(ann, ref) or kept)
+
+
+def _give_up(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    s.delete(s.d.stale)
+    s.record(A.FAILED, f"failed after {s.d.attempt} attempts: {_history(s)}")
+
+
+def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """A new build object of the current inputs: the first attempt, or the next (RETRY)."""
+    d = s.d
+    retry = d.transition is Transition.RETRY
+    material = material or desired.Material()
+    if material.problem:
+        return _blocked(s, material.problem)
+    if mc is None or mc is MISSING:
+        return _blocked(s, f"MachineConfig {d.inputs.rendered_config} not found")
+    attempt = d.attempt + 1 if retry else 1
+    try:
+        want = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, attempt)
+    except desired.Blocked as err:
+        return _blocked(s, str(err))
+    _ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
+    s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
+    if retry:
+        message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
+    else:
+        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]),
+                                         desired.build_inputs(d.builder, material).note) if m)
+    s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
+                   A.ATTEMPT: str(attempt)})
+    s.record(A.PENDING, message)
+
+
+def _opt_out(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """Our objects go, and so does every key of ours on the pool."""
+    s.delete(s.d.owned)
+    _patch_annotations(s.plan, s.d.pool, {k: None for k in s.ann if A.owned(k)})
+
+
+def _pool_gone(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    s.delete(s.d.owned)
+
+
+def _blocked(s: _Step, message: str) -> None:
+    rendered = (((s.d.pool or {}).get("spec") or {}).get("configuration") or {}).get("name") or None
+    s.base = {}
+    s.record(A.BLOCKED, message, **{A.RENDERED: rendered})
+
+
+ACTIONS: dict[Transition, Callable[[_Step, Mapping[str, Any] | None, desired.Material | None], None]] = {
+    Transition.START: _start, Transition.RETRY: _start, Transition.PROGRESS: _progress,
+    Transition.SUCCEED: _succeed, Transition.FAIL: _progress, Transition.STAY_FAILED: _stay_failed,
+    Transition.GIVE_UP: _give_up, Transition.BUILT: _built, Transition.OPT_OUT: _opt_out,
+    Transition.POOL_GONE: _pool_gone,
+    Transition.BLOCKED: lambda s, mc, material: _blocked(s, s.d.problem),
+}
+
+
+def plan(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = None,
+         material: desired.Material | None = None) -> PoolPlan:
+    """The actions of a decided transition. `machineconfig` (or MISSING) and `material` matter
+    only to transitions in NEEDS_BUILD, so only then does the shell read them."""
+    step = _Step(d, PoolPlan(d.pool_name, objects.annotations(d.pool or {}).get(A.STATE)), now)
+    if d.inputs is not None and d.settings is not None:
+        step.base = {A.RENDERED: d.inputs.rendered_config,
+                     A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
+                     A.ATTEMPT: str(d.attempt)}
+        if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
+            step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
+    ACTIONS[d.transition](step, machineconfig, material)
+    return step.plan
+
+
+def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
+    return plan(Decision(Transition.BLOCKED, objects.name(pool), pool, problem=message), now)
+
+
+def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], owned: list[Mapping[str, Any]],
+                 now: datetime, machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
+    """decide_cluster then plan, for callers that already hold every MachineConfig (one not in
+    `machineconfigs` is taken as missing)."""
+    mcs = machineconfigs or {}
+    return [plan(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
+            for d in decide_cluster(settings, pools, owned, only)]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def _annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None], now: datetime) -> None:
     current = objects.annotations(pool)
     if wanted.get(A.STATE) and wanted[A.STATE] != current.get(A.STATE):
         wanted[A.TRANSITION] = rfc3339(now)
         subject = wanted.get(A.IMAGE) if wanted[A.STATE] == A.SUCCEEDED else None
         subject = subject or wanted.get(A.BUILD) or current.get(A.BUILD) or wanted.get(A.RENDERED) or ""
         # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
-        plan.actions.append(Action("create", events.event(
+        plan_.actions.append(Action("create", events.event(
             pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
-    _patch_annotations(plan, pool, A.changes(current, wanted))
+    _patch_annotations(plan_, pool, A.changes(current, wanted))
 
 
-def _patch_annotations(plan: PoolPlan, pool: Mapping[str, Any], change: Mapping[str, str | None]) -> None:
+def _patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[str, str | None]) -> None:
     """One patch of the pool that touches only the changed keys of ours."""
     if change:
         ops = patches.annotation_ops(pool, change)
-        plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+        plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
-def _record(plan: PoolPlan, pool: Mapping[str, Any], now: datetime, state: str, message: str = "",
-            **extra: str | None) -> None:
-    plan.state_after, plan.message = state, message
-    _annotate(plan, pool, {A.STATE: state, A.MESSAGE: A.one_line(message), **extra}, now)
-
-
-def _delete(plan: PoolPlan, objs: Iterable[Mapping[str, Any]]) -> None:
-    for obj in sorted(objs, key=objects.sort_key):
-        plan.actions.append(Action("delete", dict(obj)))
-
-
-def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
-    plan = PoolPlan(objects.name(pool), objects.annotations(pool).get(A.STATE))
-    rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or None
-    _record(plan, pool, now, A.BLOCKED, message, **{A.RENDERED: rendered})
-    return plan
-
-
-def opt_out(pool: Mapping[str, Any], owned: list[Mapping[str, Any]]) -> PoolPlan:
-    """Label removed: our objects go, and so does every key of ours on the pool."""
-    ann = objects.annotations(pool)
-    plan = PoolPlan(objects.name(pool), ann.get(A.STATE))
-    _delete(plan, owned)
-    _patch_annotations(plan, pool, {k: None for k in ann if A.owned(k)})
-    return plan
-
-
-def _interrupted(ann: Mapping[str, str], ref: str) -> str:
+def _interrupted(ann: Mapping[str, str], ref: str | None) -> str:
     old = ann.get(A.BUILD)
     if ann.get(A.STATE) in (A.PENDING, A.BUILDING) and old and old != ref:
         return f"interrupted {old}: build inputs changed"
     return ""
 
 
-def _ensure(plan: PoolPlan, want: list[dict[str, Any]],
+def _ensure(plan_: PoolPlan, want: list[dict[str, Any]],
             live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
     """Create what is missing; patch (guarded by resourceVersion) ConfigMaps that drifted."""
     for obj in want:
         have = live.get((obj["kind"], objects.name(obj)))
         if have is None:
-            plan.actions.append(Action("create", obj))
+            plan_.actions.append(Action("create", obj))
         elif obj["kind"] in ("ConfigMap", "Secret"):
             ops = patches.content_ops(have, obj)
             if ops:
-                plan.actions.append(Action("patch", dict(have), tuple(patches.guarded(have, ops)),
-                                           patches.apply(have, ops)))
+                plan_.actions.append(Action("patch", dict(have), tuple(patches.guarded(have, ops)),
+                                            patches.apply(have, ops)))
 
 
-def plan_pool(settings: Settings | str, pool: Mapping[str, Any], owned: list[Mapping[str, Any]],
-              now: datetime, machineconfig: Mapping[str, Any] | None = None,
-              material: desired.Material | None = None) -> PoolPlan:
-    """Plan one opted-in pool. `settings` is a Settings or the one-line reason they are invalid.
-
-    Returns a plan with `needs_machineconfig` set when a new build is due and `machineconfig`
-    was not given; call again with it (or MISSING) and the build material (secrets, labelled
-    inputs): they matter only to a new build, so only then are they read."""
-    if isinstance(settings, str):
-        return blocked(pool, settings, now)
-    builder = builders.for_type(settings.builder_type)      # settings.read validated the type
-    try:
-        inp = desired.inputs(settings, pool)
-    except desired.Blocked as err:
-        return blocked(pool, str(err), now)
-
-    ann = objects.annotations(pool)
-    plan = PoolPlan(inp.pool, ann.get(A.STATE))
-    bid = inp.build_id
-    attempt = _attempt(ann, builder, settings.namespace, inp)
-    ref = desired.build_ref(builder, settings.namespace, inp, attempt)
-    current = [o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == bid]
-    stale = [o for o in owned if o not in current]
-    build_obj = next((o for o in current if o.get("kind") == builder.kind
-                      and objects.name(o) == desired.build_name(inp, attempt)), None)
-    state, at_ref = ann.get(A.STATE), ann.get(A.BUILD) == ref
-    base = {A.RENDERED: inp.rendered_config, A.BUILD: ref, A.ATTEMPT: str(attempt)}
-    if ann.get(A.REBUILD):          # the token is in the build id: this build handles the request
-        base[A.REBUILD_HANDLED] = ann[A.REBUILD]
-
-    if at_ref and state == A.SUCCEEDED and ann.get(A.IMAGE):
-        _delete(plan, current + stale)          # leftovers of a run killed after recording
-        plan.state_after = state
-        return plan
-    if at_ref and state in (A.FAILED, A.INTERRUPTED):
-        _delete(plan, stale)                    # the failed build's objects stay for debugging
-        plan.state_after, plan.message = state, ann.get(A.MESSAGE, "")
-        return plan
-    retry_reason = None
-    if build_obj is not None:
-        status = builder.read_status(build_obj)
-        if status.state == A.FAILED and status.transient:
-            retry_reason = status.message
-        elif status.state == A.SUCCEEDED:
-            image = f"{settings.repo}@{status.digest}"     # both parts validated already
-            earlier = [i for i in ann.get(A.IMAGES, "").split() if i != image]
-            _record(plan, pool, now, A.SUCCEEDED, message="", **base,
-                    **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,
-                       A.IMAGES: " ".join(([image] + earlier)[:A.IMAGES_LIMIT])})
-            _delete(plan, current + stale)
-        else:
-            kept = ann.get(A.MESSAGE, "") if at_ref and state in (A.PENDING, A.BUILDING) else ""
-            message = status.message or _interrupted(ann, ref) or kept
-            _delete(plan, stale)
-            _record(plan, pool, now, status.state, message=message, **base)
-        if retry_reason is None:
-            return plan
-    elif at_ref and state in (A.PENDING, A.BUILDING):
-        retry_reason = f"{ref} was deleted before it finished"
-    if retry_reason is not None:
-        history = _history(ann.get(A.MESSAGE, ""), attempt, retry_reason)
-        if attempt >= A.MAX_ATTEMPTS:
-            _delete(plan, stale)
-            _record(plan, pool, now, A.FAILED,
-                    message=f"failed after {attempt} attempts: {history}", **base)
-            return plan
-
-    # A new build of the current inputs is due.
-    if machineconfig is None:
-        plan.needs_machineconfig = inp.rendered_config
-        return plan
-    material = material or desired.Material()
-    if material.problem:
-        return blocked(pool, material.problem, now)
-    if machineconfig is MISSING:
-        return blocked(pool, f"MachineConfig {inp.rendered_config} not found", now)
-    next_attempt = attempt + 1 if retry_reason is not None else 1
-    try:
-        want = desired.objects(settings, pool, inp, builder, machineconfig, material, next_attempt)
-    except desired.Blocked as err:
-        return blocked(pool, str(err), now)
-    _ensure(plan, want, {(o.get("kind"), objects.name(o)): o for o in current})
-    _delete(plan, stale + ([build_obj] if retry_reason is not None and build_obj is not None else []))
-    if retry_reason is not None:
-        message = f"attempt {next_attempt} of {A.MAX_ATTEMPTS} after: {history}"
-    else:
-        message = "; ".join(m for m in (_interrupted(ann, ref), desired.build_inputs(builder, material).note)
-                            if m)
-    base.update({A.BUILD: desired.build_ref(builder, settings.namespace, inp, next_attempt),
-                 A.ATTEMPT: str(next_attempt)})
-    _record(plan, pool, now, A.PENDING, message=message, **base)
-    return plan
-
-
-def _attempt(ann: Mapping[str, str], builder: Any, namespace: str, inp: desired.BuildInputs) -> int:
+def _attempt(ann: Mapping[str, str], builder: Builder, namespace: str, inp: desired.BuildInputs) -> int:
     """The attempt the pool's annotations are about, when they are about this build."""
     try:
         attempt = max(1, min(A.MAX_ATTEMPTS, int(ann.get(A.ATTEMPT) or 1)))
@@ -196,44 +367,11 @@ def _attempt(ann: Mapping[str, str], builder: Any, namespace: str, inp: desired.
     return attempt if ann.get(A.BUILD) == desired.build_ref(builder, namespace, inp, attempt) else 1
 
 
-def _history(message: str, attempt: int, reason: str) -> str:
+def _history(s: _Step) -> str:
     """Each attempt's reason, kept in the one-line message: `attempt 1: ...; attempt 2: ...`."""
+    d = s.d
+    reason = d.status.message if d.status is not None else f"{s.base[A.BUILD]} was deleted before it finished"
+    message = s.ann.get(A.MESSAGE, "")
     _, sep, earlier = message.partition(" after: ")
     earlier = earlier if sep and message.startswith("attempt ") else ""
-    return "; ".join(p for p in (earlier, f"attempt {attempt}: {reason}") if p)
-
-
-def opted_in(pool: Mapping[str, Any]) -> bool:
-    return A.LAYERING_LABEL in objects.labels(pool)
-
-
-def plan_cluster(settings: Settings | str, pools: list[Mapping[str, Any]],
-                 owned: list[Mapping[str, Any]], now: datetime,
-                 machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
-    """Plans for every pool (or those in `only`), opted-out pools and orphaned objects included.
-
-    `machineconfigs` maps rendered config names to the MachineConfig (or MISSING) for pools that
-    asked for one in an earlier call."""
-    ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
-            and objects.labels(o).get(naming.POOL_LABEL)]       # never act on anything else
-    by_pool = objects.by_label(ours, naming.POOL_LABEL)      # keyed by naming.pool_label()
-    selected = set(only)
-    plans = []
-    for pool in sorted(pools, key=objects.name):
-        name = objects.name(pool)
-        if selected and name not in selected:
-            continue
-        mine = by_pool.pop(naming.pool_label(name), [])
-        if opted_in(pool):
-            rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name")
-            mc = (machineconfigs or {}).get(rendered) if rendered else None
-            plans.append(plan_pool(settings, pool, mine, now, mc, material))
-        elif mine or any(A.owned(k) for k in objects.annotations(pool)):
-            plans.append(opt_out(pool, mine))
-    for name, orphans in sorted(by_pool.items()):
-        if not selected or name in {naming.pool_label(s) for s in selected}:
-            plan = PoolPlan(name)       # the pool is gone: what it owned goes too
-            _delete(plan, orphans)
-            plans.append(plan)
-    return plans
+    return "; ".join(p for p in (earlier, f"attempt {d.attempt}: {reason}") if p)

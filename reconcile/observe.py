@@ -13,6 +13,7 @@ from typing import Any
 from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, proxy, prune, settings
 from reconcile.cluster import Cluster, NotFound
 from reconcile.plan import PoolPlan
+from reconcile.problem import Problem
 from reconcile.settings import Settings, SettingsError
 
 #: Kinds whose objects we create, hence LIST with our selector (ConfigMaps come from the full LIST).
@@ -22,20 +23,20 @@ OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
 @dataclass
 class Observed:
     namespace: str
-    settings: Settings | str
+    settings: Settings | Problem
     pools: list[dict[str, Any]]
     owned: list[dict[str, Any]]
     configmaps: list[dict[str, Any]] = field(default_factory=list)
 
 
-def read_settings(namespace: str, configmaps: list[dict[str, Any]]) -> Settings | str:
+def read_settings(namespace: str, configmaps: list[dict[str, Any]]) -> Settings | Problem:
     """Settings from the namespace's ConfigMaps (already listed), or why they are invalid."""
     by_name = {objects.name(o): o for o in configmaps}
     cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
     try:
         return settings.read(namespace, cms)
     except SettingsError as err:
-        return str(err)
+        return Problem(str(err))
 
 
 def read_material(cluster: Cluster, found: Settings,
@@ -131,17 +132,14 @@ class Planner:
 
     def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
               ) -> list[PoolPlan]:
-        only = list(only)
-        plans = lifecycle.plan_cluster(self.seen.settings, pools, owned, self.now,
-                                       self.machineconfigs, only, self.material)
-        waiting = {p.pool: p.needs_machineconfig for p in plans if p.needs_machineconfig}
-        if waiting:
-            self._read(waiting.values())
-            asking = [p for p in pools if objects.name(p) in waiting]
-            again = lifecycle.plan_cluster(self.seen.settings, asking, owned, self.now, self.machineconfigs,
-                                           list(waiting), self.material)
-            replanned = {p.pool: p for p in again}
-            plans = [replanned.get(p.pool, p) if p.pool in waiting else p for p in plans]
+        """Decide every pool first (pure), read the MachineConfigs and build material only for
+        the transitions that make a new build, then build each transition's actions (pure)."""
+        decisions = lifecycle.decide_cluster(self.seen.settings, pools, owned, only)
+        due = [d for d in decisions if d.needs_build]
+        if due:
+            self._read(d.inputs.rendered_config for d in due)
+        plans = [lifecycle.plan(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
+                                if d.needs_build else None, self.material) for d in decisions]
         return self._with_prunes(plans, pools)
 
     def _with_prunes(self, plans: list[PoolPlan], pools: list[dict[str, Any]]) -> list[PoolPlan]:

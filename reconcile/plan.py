@@ -31,8 +31,6 @@ class PoolPlan:
     state_after: str | None = None
     message: str = ""
     actions: list[Action] = field(default_factory=list)
-    #: Set when a new build is due and the rendered MachineConfig must be read first.
-    needs_machineconfig: str | None = None
     #: What the plan decided not to do, for people (images kept because something uses them).
     notes: list[str] = field(default_factory=list)
 

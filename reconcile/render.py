@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcile import builders, desired, lifecycle, objects
+from reconcile.problem import Problem
 from reconcile.settings import Settings
 
 
-def render(settings: Settings | str, pools: Iterable[Mapping[str, Any]],
+def render(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
            get_machineconfig: Callable[[str], Mapping[str, Any] | None],
            material: desired.Material | None = None,
            only: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -24,7 +25,7 @@ def render(settings: Settings | str, pools: Iterable[Mapping[str, Any]],
         name = objects.name(pool)
         if not lifecycle.opted_in(pool) or (selected and name not in selected):
             continue
-        if isinstance(settings, str):
+        if isinstance(settings, Problem):
             problems.append(f"pool {name}: {settings}")
             continue
         if material is not None and material.problem:

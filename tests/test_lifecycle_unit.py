@@ -21,14 +21,18 @@ def good_settings() -> settings.Settings:
                                 "machine-config-osimageurl": F.osimageurl()})
 
 
+def decide(pool, owned=(), s=None):
+    return lifecycle.decide_pool(s or good_settings(), pool, list(owned))
+
+
 def plan(pool, owned=(), mc=None, s=None):
-    return lifecycle.plan_pool(s or good_settings(), pool, list(owned), F.NOW, mc)
+    return lifecycle.plan(decide(pool, owned, s), F.NOW, mc)
 
 
 def start(pool):
-    p = plan(pool)
-    assert p.needs_machineconfig == pool["spec"]["configuration"]["name"] and not p.actions
-    return plan(pool, mc=F.machineconfig(p.needs_machineconfig))
+    d = decide(pool)
+    assert d.transition is lifecycle.Transition.START and d.needs_build
+    return lifecycle.plan(d, F.NOW, F.machineconfig(d.inputs.rendered_config))
 
 
 def converge(items, rounds=1):
@@ -137,7 +141,7 @@ def test_every_settings_input_changes_the_build_id(field, value):
 def test_invalid_pool_name_is_blocked_and_long_one_is_shortened():
     p = plan(F.pool("bad name with spaces"))
     assert p.state_after == A.BLOCKED and "cannot be a label value" in p.message
-    assert plan(F.pool("x" * 64)).needs_machineconfig == "rendered-" + "x" * 64 + "-1"
+    assert decide(F.pool("x" * 64)).inputs.rendered_config == "rendered-" + "x" * 64 + "-1"
 
 
 def test_long_pool_name_still_gives_valid_object_names():
@@ -183,15 +187,18 @@ def test_state_machine_table(phase, state, verbs):
         assert objects.annotations(p.actions[1].after)[A.IMAGE].startswith(F.REPO + "@sha256:")
 
 
-@pytest.mark.parametrize("state, at_ref, pod, expect", [
-    (A.SUCCEEDED, True, False, (A.SUCCEEDED, ["delete", "delete"])),   # leftovers of a killed run
-    (A.FAILED, True, True, (A.FAILED, [])),
-    (A.INTERRUPTED, True, False, (A.INTERRUPTED, [])),
-    (A.BUILDING, True, False, (None, [])),               # vanished: another attempt needs the MC
-    (A.BUILDING, False, False, (None, [])),              # new inputs: a MachineConfig is needed
-    (A.BLOCKED, True, True, (A.PENDING, ["patch"])),     # unblocked: the live Pod is followed again
+T = lifecycle.Transition
+
+
+@pytest.mark.parametrize("state, at_ref, pod, transition, expect", [
+    (A.SUCCEEDED, True, False, T.BUILT, (A.SUCCEEDED, ["delete", "delete"])),   # leftovers of a killed run
+    (A.FAILED, True, True, T.STAY_FAILED, (A.FAILED, [])),
+    (A.INTERRUPTED, True, False, T.STAY_FAILED, (A.INTERRUPTED, [])),      # written by older versions
+    (A.BUILDING, True, False, T.RETRY, None),         # vanished: another attempt needs the MC
+    (A.BUILDING, False, False, T.START, None),        # new inputs: a MachineConfig is needed
+    (A.BLOCKED, True, True, T.PROGRESS, (A.PENDING, ["patch"])),   # unblocked: the live Pod is followed again
 ])
-def test_recorded_state_decides_next_step(state, at_ref, pod, expect):
+def test_recorded_state_decides_next_step(state, at_ref, pod, transition, expect):
     pool, live = _live_build(F.pool(), "Pending")
     a = pool["metadata"]["annotations"]
     a[A.STATE] = state
@@ -200,10 +207,45 @@ def test_recorded_state_decides_next_step(state, at_ref, pod, expect):
         a[A.BUILD] = "Pod/ns/some-older-build"
     if not pod:
         live = [o for o in live if o["kind"] != "Pod"]
-    p = plan(pool, live)
-    assert (p.state_after, [x.verb for x in p.actions if x.obj["kind"] != "Event"]) == expect
-    if expect[0] is None:
-        assert p.needs_machineconfig == "rendered-worker-1"
+    d = decide(pool, live)
+    assert d.transition is transition and d.needs_build == (expect is None)
+    if expect is not None:
+        p = lifecycle.plan(d, F.NOW)
+        assert (p.state_after, [x.verb for x in p.actions if x.obj["kind"] != "Event"]) == expect
+
+
+def test_decide_is_one_match_over_what_was_observed():
+    """Every row of the transition table from an Observation alone, no cluster."""
+    from reconcile.builders.base import BuildStatus
+    obs = lifecycle.Observation
+    failed = BuildStatus(A.FAILED, message="x")
+    transient = BuildStatus(A.FAILED, message="evicted", transient=True)
+    cases = [
+        (obs(None, False, False, None, True), T.START),
+        (obs(A.PENDING, True, False, BuildStatus(A.PENDING), True), T.PROGRESS),
+        (obs(A.PENDING, True, False, BuildStatus(A.BUILDING), True), T.PROGRESS),
+        (obs(A.BUILDING, True, False, BuildStatus(A.SUCCEEDED, digest="sha256:" + "1" * 64), True), T.SUCCEED),
+        (obs(A.BUILDING, True, False, failed, True), T.FAIL),
+        (obs(A.FAILED, True, False, failed, True), T.STAY_FAILED),
+        (obs(A.BUILDING, True, False, transient, True), T.RETRY),
+        (obs(A.BUILDING, True, False, None, True), T.RETRY),
+        (obs(A.BUILDING, True, False, transient, False), T.GIVE_UP),
+        (obs(A.PENDING, True, False, None, False), T.GIVE_UP),
+        (obs(A.SUCCEEDED, True, True, None, True), T.BUILT),
+        (obs(A.SUCCEEDED, False, True, None, True), T.START),           # new inputs after a success
+    ]
+    for observed, expected in cases:
+        assert lifecycle.decide(observed) is expected, observed
+
+
+def test_the_readme_lifecycle_table_is_the_transition_table():
+    """README "## Lifecycle": one row per Transition, `| NAME | situation | outcome |`."""
+    text = (F.ROOT / "README.md").read_text()
+    section = text.split("## Lifecycle", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    table = {r[0].strip("| `"): (r[1], r[2].rstrip(" |")) for r in rows}
+    assert table == {t.name: (t.situation, t.outcome) for t in T}
+    assert set(lifecycle.ACTIONS) == set(T)
 
 
 def test_opt_out_plan_deletes_objects_then_drops_annotations():

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import functools
-from types import ModuleType
 
 from reconcile import settings
 from reconcile.builders import build, pod
-from reconcile.builders.base import BuildContext
+from reconcile.builders.base import BuildContext, Builder
 
-BUILDERS: dict[str, ModuleType] = {settings.CUSTOM_POD_BUILDER: pod,
-                                   settings.OPENSHIFT_IMAGE_BUILDER: build}
+#: Each builder module is a `Builder` (base.py): a module satisfies the protocol by its attributes.
+BUILDERS: dict[str, Builder] = {settings.CUSTOM_POD_BUILDER: pod,      # type: ignore[dict-item]
+                                settings.OPENSHIFT_IMAGE_BUILDER: build}
 
 
-def for_type(builder_type: str) -> ModuleType | None:
-    return BUILDERS.get(builder_type)
+def for_type(builder_type: str) -> Builder:
+    """The builder of a type that settings.read validated (KeyError for any other)."""
+    return BUILDERS[builder_type]
 
 
 @functools.cache
