@@ -21,8 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconcile import diffview, encoding, normalize, patches  # noqa: E402
-from reconcile.plan import Action, PoolPlan  # noqa: E402
+from reconcile.build import encoding  # noqa: E402
+from reconcile.core import normalize, patches  # noqa: E402
+from reconcile.core.actions import Action, PoolPlan  # noqa: E402
+from reconcile.diff import view  # noqa: E402
 
 
 def pod(i: int) -> dict:
@@ -68,7 +70,7 @@ def changed(pair):
     live, desired = pair
     ops = patches.content_ops(live, desired, ("spec", "metadata"))
     action = Action("patch", live, tuple(patches.guarded(live, ops)), patches.apply(live, ops))
-    return diffview.render([PoolPlan("p", actions=[action])])
+    return view.unified([PoolPlan("p", actions=[action])])
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reconcile import naming, objects, snapshot  # noqa: E402
+from reconcile.cluster import snapshot
+from reconcile.contract import naming, objects  # noqa: E402
 
 FAILURE_LOG = ("STEP 4/9: RUN jq '.spec.config' /etc/machine-config-daemon/currentconfig ...\n"
                "error: ignition-apply: unsupported config version\n"

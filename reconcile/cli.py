@@ -105,7 +105,7 @@ def _cluster(args, now: datetime):
             return live.connect(args.kubeconfig, args.context, args.timeout)
         except live.ConnectError as err:
             raise Fatal(str(err)) from None
-    from reconcile import snapshot
+    from reconcile.cluster import snapshot
     from reconcile.cluster.memory import MemoryCluster
     try:
         return MemoryCluster(snapshot.load(args.snapshot), clock=lambda: now)
@@ -115,8 +115,7 @@ def _cluster(args, now: datetime):
 
 def _observe(cluster, args, now: datetime):
     """Read the cluster; a failed read is fatal (exit 3), as nothing can be planned without it."""
-    from reconcile import observe
-    from reconcile.cluster import ClusterError
+    from reconcile.cluster import ClusterError, observe
     try:
         seen = observe.observe(cluster, args.namespace)
         planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
@@ -128,8 +127,8 @@ def _observe(cluster, args, now: datetime):
 def cmd_run(args, now: datetime) -> int:
     import logging
 
-    from reconcile import apply, lease, registry, snapshot
-    from reconcile.cluster import ClusterError
+    from reconcile import registry
+    from reconcile.cluster import ClusterError, apply, lease, snapshot
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
     import time
@@ -156,7 +155,7 @@ def cmd_run(args, now: datetime) -> int:
     seconds = time.monotonic() - started
     logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds))
     if args.metrics_file or args.pushgateway:
-        from reconcile import metrics
+        from reconcile.output import metrics
         registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
                                    metrics.build_durations(result.outcomes, seen.owned, now), now)
         for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
@@ -170,34 +169,35 @@ def cmd_run(args, now: datetime) -> int:
 
 
 def cmd_diff(args, now: datetime) -> int:
-    from reconcile import diffview
+    from reconcile.diff import view
     cluster = _cluster(args, now)
     _, _, plans = _observe(cluster, args, now)
     changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
     if args.output == "json":
-        sys.stdout.write(diffview.as_json(plans))
+        sys.stdout.write(view.as_json(plans))
         return changed
     external = os.environ.get("KUBECTL_EXTERNAL_DIFF", "").strip()
     if external:
         sys.stdout.flush()
         try:
-            return diffview.external(plans, external)
+            return view.external(plans, external)
         except RuntimeError as err:
             raise Fatal(str(err)) from None
-    sys.stdout.write(diffview.render(plans, diffview.color_wanted(args.color, sys.stdout)))
+    sys.stdout.write(view.unified(plans, view.color_wanted(args.color, sys.stdout)))
     return changed
 
 
 def cmd_render(args, now: datetime) -> int:
-    from reconcile import observe, render, yamlio
-    from reconcile.cluster import ClusterError
-    from reconcile.settings import Settings
+    from reconcile.build.settings import Settings
+    from reconcile.cluster import ClusterError, observe
+    from reconcile.contract import yamlio
+    from reconcile.output import manifests
     cluster = _cluster(args, now)
     try:
         seen = observe.observe(cluster, args.namespace)
         material = (observe.read_material(cluster, seen.settings, seen.configmaps)
                     if isinstance(seen.settings, Settings) else None)
-        objs, problems, notes = render.render(seen.settings, seen.pools,
+        objs, problems, notes = manifests.desired_objects(seen.settings, seen.pools,
                                               lambda n: cluster.get("MachineConfig", "", n),
                                               material, only=args.pool)
     except ClusterError as err:
@@ -211,8 +211,8 @@ def cmd_render(args, now: datetime) -> int:
 
 
 def cmd_status(args, now: datetime) -> int:
-    from reconcile import statusview
     from reconcile.cluster import ClusterError
+    from reconcile.output import status
     cluster = _cluster(args, now)
     try:
         pools = cluster.list("MachineConfigPool", None)
@@ -220,7 +220,7 @@ def cmd_status(args, now: datetime) -> int:
         raise Fatal(f"cannot read the cluster: {err}") from None
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
-    sys.stdout.write(statusview.table(pools, now))
+    sys.stdout.write(status.table(pools, now))
     return EXIT_OK
 
 
@@ -229,7 +229,7 @@ COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cm
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from reconcile import logs
+    from reconcile.output import logs
     logs.setup(args.verbose + 1, args.log_format)
     try:
         return COMMANDS[args.command](args, _now())

@@ -25,9 +25,9 @@ from typing import Any
 
 import jsonpatch
 
-from reconcile import objects
 from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.contract import objects
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from reconcile import cli, snapshot
+from reconcile import cli
+from reconcile.cluster import snapshot
 from tests import factory, realserver
 from tests.apiserver import APIServer
 

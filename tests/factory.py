@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconcile import annotations as A
+from reconcile.contract import annotations as A
 
 NS = "openshift-machine-config-operator"
 MCO = "machineconfiguration.openshift.io"

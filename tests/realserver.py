@@ -31,7 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconcile import cli, events
+from reconcile import cli
+from reconcile.core import events
 from tests import factory as F
 
 HERE = Path(__file__).resolve().parent / "realapi"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reconcile import desired
+from reconcile.core import desired
 from tests import factory as F
 from tests.apiserver import APIServer
 from tests.test_builders import generate

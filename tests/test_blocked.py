@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import encoding
+from reconcile.build import encoding
+from reconcile.contract import annotations as A
 from tests import factory as F
 
 GOOD = [F.build_config(), F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")]

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import auth, builders, buildinputs, desired, settings
+from reconcile.build import auth, builders, buildinputs, settings
+from reconcile.contract import annotations as A
+from reconcile.core import desired
 from tests import factory as F
 
 BOTH = sorted(F.BUILD_KINDS)

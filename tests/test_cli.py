@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import snapshot, yamlio
+from reconcile.cluster import snapshot
+from reconcile.contract import annotations as A
+from reconcile.contract import yamlio
 from tests import factory as F
 
 

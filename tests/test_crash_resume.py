@@ -8,8 +8,7 @@ import copy
 
 import pytest
 
-from reconcile import apply, observe
-from reconcile.cluster import ClusterError
+from reconcile.cluster import ClusterError, apply, observe
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
 from tests.test_fault_matrix import SCENARIOS, comparable, history

@@ -13,9 +13,11 @@ from pathlib import Path
 import kubelet
 import pytest
 
-from reconcile import annotations as A
-from reconcile import diffview, encoding, patches
-from reconcile.plan import Action, PoolPlan
+from reconcile.build import encoding
+from reconcile.contract import annotations as A
+from reconcile.core import patches
+from reconcile.core.actions import Action, PoolPlan
+from reconcile.diff import view
 from tests import factory as F
 from tests.test_builders import dockercfg_secret
 
@@ -68,11 +70,11 @@ def test_golden_secret_change():
     new["metadata"]["annotations"] = dict(old["metadata"]["annotations"])
     ops = patches.guarded(old, patches.content_ops(old, new))
     plan = PoolPlan("worker", A.PENDING, A.PENDING, actions=[Action("patch", old, tuple(ops), patches.apply(old, ops))])
-    text = diffview.render([plan])
+    text = view.unified([plan])
     for value in (old["data"][".dockerconfigjson"], new["data"][".dockerconfigjson"], "b2xkLXZhbHVl", "bmV3LXZhbHVl"):
         assert value not in text
     golden("secret-change", text)
-    as_json = diffview.as_json([plan])
+    as_json = view.as_json([plan])
     assert "b2xkLXZhbHVl" not in as_json and "bmV3LXZhbHVl" not in as_json and '"***"' in as_json
 
 
@@ -104,15 +106,15 @@ def test_server_populated_and_foreign_fields_never_differ(field, value):
     assert patches.content_ops(live, desired) == []
     if field.startswith(("status", "metadata.uid", "metadata.resourceVersion", "metadata.managedFields",
                          "metadata.creationTimestamp", "metadata.generation")):
-        before, after = diffview.sides(Action("patch", live, (), desired))
-        assert diffview.change_summary(before, after) == "no change"
+        before, after = view.sides(Action("patch", live, (), desired))
+        assert view.change_summary(before, after) == "no change"
 
 
 def test_numbers_are_normalised():
     live = {"spec": {"replicas": 1.0, "ratio": 0.5}}
     desired = {"spec": {"replicas": 1, "ratio": 0.5}}
     assert patches.content_ops(live, desired, ("spec",)) == []
-    assert diffview.comparable({"kind": "X", "metadata": {}, **live}) == diffview.comparable({"kind": "X", "metadata": {}, **desired})
+    assert view.comparable({"kind": "X", "metadata": {}, **live}) == view.comparable({"kind": "X", "metadata": {}, **desired})
     assert patches.content_ops({"spec": {"replicas": 2.0}}, desired, ("spec",)) != []
 
 
@@ -138,15 +140,15 @@ def test_set_like_lists_compare_without_order():
     before = {"kind": "Pod", "spec": {"containers": [{"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}
     after = copy.deepcopy(before)
     after["spec"]["containers"][0]["env"].reverse()
-    assert diffview.change_summary(before, after) == "no change"
+    assert view.change_summary(before, after) == "no change"
     after["spec"]["containers"][0]["env"][0]["value"] = "3"
-    assert diffview.change_summary(before, after) != "no change"
+    assert view.change_summary(before, after) != "no change"
 
 
 def test_change_summary_names_paths():
     before = {"metadata": {"annotations": {"a": "1", "gone": "x"}}, "data": {"k": "v"}}
     after = {"metadata": {"annotations": {"a": "2", "new": "y"}}, "data": {"k": "v"}}
-    assert diffview.change_summary(before, after) == "~metadata.annotations.a +metadata.annotations.new -metadata.annotations.gone"
+    assert view.change_summary(before, after) == "~metadata.annotations.a +metadata.annotations.new -metadata.annotations.gone"
 
 
 # --- kubectl conventions ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reconcile import diffview, masking
-from reconcile.plan import Action, PoolPlan
+from reconcile.core.actions import Action, PoolPlan
+from reconcile.diff import masking, view
 from tests import factory as F
 
 
@@ -24,7 +24,7 @@ def test_diff_of_a_secret_patch_shows_change_but_no_value():
     live = F.secret("s", payload={"auths": {"old": {}}})
     new = F.secret("s", payload={"auths": {"new": {}}})
     plan = PoolPlan("worker", actions=[Action("patch", live, (), new)])
-    text = diffview.render([plan])
+    text = view.unified([plan])
     assert "-  .dockerconfigjson: '*** (before)'" in text
     assert "+  .dockerconfigjson: '*** (after)'" in text
     assert live["data"][".dockerconfigjson"] not in text
@@ -37,12 +37,12 @@ def test_server_fields_and_status_never_show():
     after = F.pool(annotations={"ocl-reconciler.io/state": "Pending"})
     after["metadata"]["resourceVersion"] = "999"
     after["status"] = {"changed": True}
-    text = diffview.render([PoolPlan("worker", actions=[Action("patch", live, (), after)])])
+    text = view.unified([PoolPlan("worker", actions=[Action("patch", live, (), after)])])
     changed = [line for line in text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     assert changed == ["+    ocl-reconciler.io/state: Pending"]
 
 
 def test_long_values_are_summarised_by_size_and_hash():
     cm = F.configmap("big", {"k": "x" * 10_000})
-    text = diffview.render([PoolPlan("worker", actions=[Action("create", cm)])])
+    text = view.unified([PoolPlan("worker", actions=[Action("create", cm)])])
     assert "k: <10000 bytes, sha256 " in text and "xxxx" not in text

@@ -9,8 +9,8 @@ import copy
 import kubelet
 import pytest
 
-from reconcile import annotations as A
 from reconcile import cli
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.apiserver import APIServer, Fault
 

@@ -8,7 +8,7 @@ import json
 
 import kubelet
 
-from reconcile import annotations as A
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.test_builders import INPUTS, dockercfg_secret, labelled
 

@@ -7,8 +7,8 @@ import copy
 import kubelet  # examples/kubelet.py
 import pytest
 
-from reconcile import annotations as A
-from reconcile import encoding
+from reconcile.build import encoding
+from reconcile.contract import annotations as A
 from tests import factory as F
 
 

@@ -7,9 +7,12 @@ import copy
 import kubelet
 import pytest
 
-from reconcile import annotations as A
-from reconcile import apply, lifecycle, naming, objects, observe, settings
+from reconcile.build import settings
+from reconcile.cluster import apply, observe
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects
+from reconcile.core import lifecycle
 from tests import factory as F
 
 OURS = ("/metadata/annotations/ocl-reconciler.io~1",
@@ -26,20 +29,20 @@ def decide(pool, owned=(), s=None):
 
 
 def plan(pool, owned=(), mc=None, s=None):
-    return lifecycle.plan(decide(pool, owned, s), F.NOW, mc)
+    return lifecycle.act(decide(pool, owned, s), F.NOW, mc)
 
 
 def start(pool):
     d = decide(pool)
     assert d.transition is lifecycle.Transition.START and d.needs_build
-    return lifecycle.plan(d, F.NOW, F.machineconfig(d.inputs.rendered_config))
+    return lifecycle.act(d, F.NOW, F.machineconfig(d.inputs.rendered_config))
 
 
 def converge(items, rounds=1):
     cluster = MemoryCluster(items, clock=lambda: F.NOW)
     for _ in range(rounds):
         seen = observe.observe(cluster, F.NS)
-        apply.execute(cluster, observe.plan(cluster, seen, F.NOW), F.NOW)
+        apply.execute(cluster, observe.Planner(cluster, seen, F.NOW).plan(), F.NOW)
     return cluster
 
 
@@ -96,7 +99,7 @@ def test_converged_cluster_plans_nothing():
     cluster = converge(F.cluster(F.pool("worker"), F.pool("infra")))
     cluster.writes.clear()
     seen = observe.observe(cluster, F.NS)
-    plans = observe.plan(cluster, seen, F.NOW)
+    plans = observe.Planner(cluster, seen, F.NOW).plan()
     assert all(not p.actions for p in plans)
     assert [p.state_after for p in plans] == [A.PENDING, A.PENDING]
 
@@ -109,7 +112,7 @@ def test_steady_state_after_each_phase_writes_nothing(phase):
     converge_more = converge(cluster.items(), rounds=1)
     converge_more.writes.clear()
     seen = observe.observe(converge_more, F.NS)
-    apply.execute(converge_more, observe.plan(converge_more, seen, F.NOW), F.NOW)
+    apply.execute(converge_more, observe.Planner(converge_more, seen, F.NOW).plan(), F.NOW)
     assert converge_more.writes == []
 
 
@@ -132,7 +135,7 @@ def test_every_settings_input_changes_the_build_id(field, value):
     import dataclasses
     base = good_settings()
     pool = F.pool()
-    from reconcile import desired
+    from reconcile.core import desired
     before = desired.inputs(base, pool).build_id
     after = desired.inputs(dataclasses.replace(base, **{field: value}), pool).build_id
     assert before != after
@@ -145,7 +148,7 @@ def test_invalid_pool_name_is_blocked_and_long_one_is_shortened():
 
 
 def test_long_pool_name_still_gives_valid_object_names():
-    from reconcile import naming
+    from reconcile.contract import naming
     name = naming.object_name("dockerfile", "p" * 63, "0123456789ab")
     assert len(name) <= 253 and name.endswith("-0123456789ab")
     long = naming.object_name("dockerfile", "p" * 300, "0123456789ab")
@@ -210,13 +213,13 @@ def test_recorded_state_decides_next_step(state, at_ref, pod, transition, expect
     d = decide(pool, live)
     assert d.transition is transition and d.needs_build == (expect is None)
     if expect is not None:
-        p = lifecycle.plan(d, F.NOW)
+        p = lifecycle.act(d, F.NOW)
         assert (p.state_after, [x.verb for x in p.actions if x.obj["kind"] != "Event"]) == expect
 
 
 def test_decide_is_one_match_over_what_was_observed():
     """Every row of the transition table from an Observation alone, no cluster."""
-    from reconcile.builders.base import BuildStatus
+    from reconcile.build.builders.base import BuildStatus
     obs = lifecycle.Observation
     failed = BuildStatus(A.FAILED, message="x")
     transient = BuildStatus(A.FAILED, message="evicted", transient=True)

@@ -9,8 +9,9 @@ from datetime import timedelta
 import kubelet
 import pytest
 
-from reconcile import annotations as A
-from reconcile import cli, lease
+from reconcile import cli
+from reconcile.cluster import lease
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.apiserver import APIServer, Fault
 
@@ -271,7 +272,8 @@ def test_kubeconfig_selection(tmp_path, capsys, monkeypatch):
 def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
     with APIServer(F.cluster(), clock=lambda: F.NOW) as server:
         assert cli.main(["render", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
-    from reconcile import desired, observe
+    from reconcile.cluster import observe
+    from reconcile.core import desired
     seen = observe.observe(server.store, F.NS)
     inp = desired.inputs(seen.settings, F.the_pool(server.items()))
     squatter = F.configmap(desired.names(inp).build.replace("ocl-build", "ocl-dockerfile"), {"x": "y"})

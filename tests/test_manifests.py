@@ -9,8 +9,9 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from reconcile import builders, desired, settings, templates
-from reconcile.builders.base import BuildContext
+from reconcile.build import builders, settings, templates
+from reconcile.build.builders.base import BuildContext
+from reconcile.core import desired
 from tests import factory as F
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -205,7 +206,7 @@ def _hadolint():
 def test_rendered_dockerfiles_pass_hadolint(case, tmp_path):
     import subprocess
 
-    from reconcile import buildinputs
+    from reconcile.build import buildinputs
     from tests.test_builders import INPUTS
     custom = "FROM configs AS final\nRUN rpm-ostree install tmux && ostree container commit\n"
     inputs = buildinputs.discover(INPUTS) if case == "inputs" else None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile import snapshot
-from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
+from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound, snapshot
 from reconcile.cluster.memory import MemoryCluster
 from tests import factory as F
 

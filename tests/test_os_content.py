@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import desired, settings
+from reconcile.build import settings
+from reconcile.contract import annotations as A
+from reconcile.core import desired
 from tests import factory as F
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile import annotations as A
 from reconcile import cli
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.apiserver import APIServer
 

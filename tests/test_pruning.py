@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import prune, registry
+from reconcile import registry
+from reconcile.contract import annotations as A
+from reconcile.core import images
 from tests import factory as F
 from tests.conftest import ApiCli
 
@@ -86,10 +87,10 @@ def test_plan_keeps_newest_and_whatever_is_in_use():
     pool, refs = pool_with_history("r.example.com", DIGESTS)
     node = {"kind": "Node", "metadata": {"name": "n1", "annotations": {
         "machineconfiguration.openshift.io/currentImage": refs[3]}}}
-    (item,) = prune.plan([pool], [node], keep=2)
+    (item,) = images.plan([pool], [node], keep=2)
     assert (item.delete, item.protected) == ((refs[2],), (refs[3],))
-    assert prune.remaining(pool, [refs[2]]) == " ".join([refs[0], refs[1], refs[3]])
-    assert prune.plan([pool], [], keep=4) == []
+    assert images.remaining(pool, [refs[2]]) == " ".join([refs[0], refs[1], refs[3]])
+    assert images.plan([pool], [], keep=4) == []
 
 
 def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_registry):

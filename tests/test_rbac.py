@@ -15,8 +15,9 @@ import kubelet
 import pytest
 import yaml
 
-from reconcile import annotations as A
-from reconcile import cli, lease
+from reconcile import cli
+from reconcile.cluster import lease
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.apiserver import APIServer, Fault, Request
 from tests.test_builders import dockercfg_secret, labelled

@@ -15,8 +15,9 @@ import kubelet  # examples/kubelet.py
 import pytest
 import yaml
 
-from reconcile import annotations as A
-from reconcile import events, lease
+from reconcile.cluster import lease
+from reconcile.contract import annotations as A
+from reconcile.core import events
 from tests import factory as F
 from tests import realserver
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from reconcile import annotations as A
-from reconcile import lease
-from reconcile.cluster import live
+from reconcile.cluster import lease, live
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests import realserver
 from tests.test_builders import dockercfg_secret, labelled

@@ -9,8 +9,9 @@ import json
 import kubelet
 import pytest
 
-from reconcile import annotations as A
-from reconcile import encoding, snapshot
+from reconcile.build import encoding
+from reconcile.cluster import snapshot
+from reconcile.contract import annotations as A
 from tests import factory as F
 from tests import realbuild as R
 

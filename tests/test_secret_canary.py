@@ -9,7 +9,7 @@ import json
 import kubelet
 import pytest
 
-from reconcile import snapshot
+from reconcile.cluster import snapshot
 from tests import factory as F
 from tests.apiserver import APIServer
 from tests.test_builders import labelled

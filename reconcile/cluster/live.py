@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile import objects
 from reconcile.cluster import AlreadyExists, ClusterError, Conflict, Forbidden, Invalid, NotFound, Unreachable
+from reconcile.contract import objects
 
 log = logging.getLogger("reconcile")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import jsonpatch
 
-from reconcile import objects
 from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
+from reconcile.contract import objects
 
 Key = tuple[str, str, str]   # kind, namespace, name
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile import objects
+from reconcile.contract import objects
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile import imageref
+from reconcile.build import imageref
 
 DEFAULT_NAMESPACE = "openshift-machine-config-operator"
 BUILD_CONFIG = "on-cluster-build-config"
@@ -104,7 +104,7 @@ def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] 
                  namespace: str) -> None:
     """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
     we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
-    from reconcile import auth
+    from reconcile.build import auth
     if secret is None:
         raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
                             f"{settings_key!r}) not found")

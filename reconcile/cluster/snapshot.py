@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from reconcile import yamlio
+from reconcile.contract import yamlio
 
 
 class SnapshotError(Exception):

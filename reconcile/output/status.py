@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import lifecycle, objects
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.core import lifecycle
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reconcile import builders, desired, lifecycle, objects
-from reconcile.problem import Problem
-from reconcile.settings import Settings
+from reconcile.build import builders
+from reconcile.build.settings import Settings
+from reconcile.contract import objects
+from reconcile.contract.problem import Problem
+from reconcile.core import desired, lifecycle
 
 
-def render(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
+def desired_objects(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
            get_machineconfig: Callable[[str], Mapping[str, Any] | None],
            material: desired.Material | None = None,
            only: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str], list[str]]:

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile import objects, templates
+from reconcile.contract import objects
+from reconcile.build import templates
 
 LABEL = "ocl-reconciler.io/build-input"
 ALIAS = "coreos-assembler.coreos.com/secret"

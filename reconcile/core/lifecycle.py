@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import builders, desired, events, naming, objects, patches
-from reconcile.builders.base import Builder, BuildStatus
-from reconcile.plan import Action, PoolPlan
-from reconcile.problem import Problem
-from reconcile.settings import Settings
+from reconcile.build import builders
+from reconcile.build.builders.base import Builder, BuildStatus
+from reconcile.build.settings import Settings
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects
+from reconcile.contract.problem import Problem
+from reconcile.core import desired, events, patches
+from reconcile.core.actions import Action, PoolPlan
 
 #: Passed as a MachineConfig that does not exist.
 MISSING: Mapping[str, Any] = {}
@@ -287,7 +289,7 @@ ACTIONS: dict[Transition, Callable[[_Step, Mapping[str, Any] | None, desired.Mat
 }
 
 
-def plan(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = None,
+def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = None,
          material: desired.Material | None = None) -> PoolPlan:
     """The actions of a decided transition. `machineconfig` (or MISSING) and `material` matter
     only to transitions in NEEDS_BUILD, so only then does the shell read them."""
@@ -303,7 +305,7 @@ def plan(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = N
 
 
 def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
-    return plan(Decision(Transition.BLOCKED, objects.name(pool), pool, problem=message), now)
+    return act(Decision(Transition.BLOCKED, objects.name(pool), pool, problem=message), now)
 
 
 def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], owned: list[Mapping[str, Any]],
@@ -312,7 +314,7 @@ def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], o
     """decide_cluster then plan, for callers that already hold every MachineConfig (one not in
     `machineconfigs` is taken as missing)."""
     mcs = machineconfigs or {}
-    return [plan(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
+    return [act(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
             for d in decide_cluster(settings, pools, owned, only)]
 
 

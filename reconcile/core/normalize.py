@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from reconcile import encoding
+from reconcile.build import encoding
 
 SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation",
                    "selfLink", "deletionGracePeriodSeconds")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import imageref, objects, templates
-from reconcile.builders.base import BuildContext, BuildStatus, last_line, transient_text
+from reconcile.contract import annotations as A
+from reconcile.build import imageref, templates
+from reconcile.contract import objects
+from reconcile.build.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Pod"
 api_version = "v1"

@@ -11,8 +11,8 @@ import socket
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconcile import naming, objects
 from reconcile.cluster import AlreadyExists, Cluster, Conflict, NotFound
+from reconcile.contract import naming, objects
 
 NAME = "ocl-reconciler"
 log = logging.getLogger("reconcile")

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import objects
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
 
 
 def build_durations(outcomes: Iterable[Any], owned: Iterable[Mapping[str, Any]],

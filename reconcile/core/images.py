@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import objects, patches
-from reconcile.plan import Action, PoolPlan
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.core import patches
+from reconcile.core.actions import Action, PoolPlan
 
 NODE_IMAGES = ("machineconfiguration.openshift.io/currentImage",
                "machineconfiguration.openshift.io/desiredImage")

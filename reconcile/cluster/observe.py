@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconcile import builders, buildinputs, desired, lifecycle, naming, objects, proxy, prune, settings
+from reconcile.build import builders, buildinputs, proxy, settings
+from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, NotFound
-from reconcile.plan import PoolPlan
-from reconcile.problem import Problem
-from reconcile.settings import Settings, SettingsError
+from reconcile.contract import naming, objects
+from reconcile.contract.problem import Problem
+from reconcile.core import desired, images, lifecycle
+from reconcile.core.actions import PoolPlan
 
 #: Kinds whose objects we create, hence LIST with our selector (ConfigMaps come from the full LIST).
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
@@ -138,7 +140,7 @@ class Planner:
         due = [d for d in decisions if d.needs_build]
         if due:
             self._read(d.inputs.rendered_config for d in due)
-        plans = [lifecycle.plan(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
+        plans = [lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
                                 if d.needs_build else None, self.material) for d in decisions]
         return self._with_prunes(plans, pools)
 
@@ -150,17 +152,17 @@ class Planner:
             return plans
         planned = {p.pool for p in plans}
         everyone = {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
-        after = prune.pools_after(everyone.values(), plans)
-        if not prune.pending([p for p in after if objects.name(p) in planned], self.keep_images):
+        after = images.pools_after(everyone.values(), plans)
+        if not images.pending([p for p in after if objects.name(p) in planned], self.keep_images):
             return plans
         if self.nodes is None:
             self.nodes = self.cluster.list("Node", None)
-        prune.add_to(plans, everyone.values(), self.nodes, self.keep_images)
+        images.add_to(plans, everyone.values(), self.nodes, self.keep_images)
         return plans
 
     def push_auths(self) -> dict[str, Any]:
         """Registry credentials for pruning, from the push secret (read when first needed)."""
-        from reconcile import auth
+        from reconcile.build import auth
         found = self.seen.settings
         assert isinstance(found, Settings)
         secret = self.cluster.get("Secret", found.namespace, found.push_secret)
@@ -178,6 +180,4 @@ class Planner:
         return plans[0] if plans else None
 
 
-def plan(cluster: Cluster, seen: Observed, now: datetime, only: Iterable[str] = (),
-         keep_images: int = -1) -> list[PoolPlan]:
-    return Planner(cluster, seen, now, only, keep_images).plan()
+

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 
-from reconcile import normalize
+from reconcile.core import normalize
 
 
 def pointer(*parts: str) -> str:

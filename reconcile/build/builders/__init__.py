@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from reconcile import settings
-from reconcile.builders import build, pod
-from reconcile.builders.base import BuildContext, Builder
+from reconcile.build import settings
+from reconcile.build.builders import build, pod
+from reconcile.build.builders.base import BuildContext, Builder
 
 #: Each builder module is a `Builder` (base.py): a module satisfies the protocol by its attributes.
 BUILDERS: dict[str, Builder] = {settings.CUSTOM_POD_BUILDER: pod,      # type: ignore[dict-item]

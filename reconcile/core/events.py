@@ -12,8 +12,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import naming, objects, templates
+from reconcile.build import templates
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects
 
 #: Where Events about pools go (see above); `kubectl describe mcp` searches every namespace.
 NAMESPACE = "default"

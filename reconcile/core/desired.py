@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconcile import annotations as A
-from reconcile import auth, buildinputs, dockerlint, encoding, naming, proxy, templates
-from reconcile.builders.base import BuildContext
-from reconcile.settings import Settings
+from reconcile.build import auth, buildinputs, dockerlint, encoding, proxy, templates
+from reconcile.build.builders.base import BuildContext
+from reconcile.build.settings import Settings
+from reconcile.contract import annotations as A
+from reconcile.contract import naming
 
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconcile.buildinputs import Mount
+from reconcile.build.buildinputs import Mount
 
 
 @dataclass(frozen=True)

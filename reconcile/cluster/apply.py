@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconcile import lifecycle, naming, objects, prune, registry
+from reconcile import registry
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
-from reconcile.plan import Action, PoolPlan
+from reconcile.contract import naming, objects
+from reconcile.core import images, lifecycle
+from reconcile.core.actions import Action, PoolPlan
 
 log = logging.getLogger("reconcile")
 
@@ -55,10 +57,10 @@ class RunResult:
             states[state] = states.get(state, 0) + 1
         writes = {v: sum(o.plan.count(v) for o in self.outcomes if not o.error) for v in
                   ("create", "patch", "delete")}
-        images = sum(o.images_deleted for o in self.outcomes)
+        deleted = sum(o.images_deleted for o in self.outcomes)
         pools = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
-                f"{writes['delete']} deleted, {images} images deleted; "
+                f"{writes['delete']} deleted, {deleted} images deleted; "
                 f"{requests if requests is not None else '-'} requests; {seconds:.2f}s")
 
 
@@ -111,7 +113,7 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Deleter | None, o
         gone.append(image)
         log.info("deleted image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
     if gone:
-        ops = action.patch if len(gone) == len(action.images) else tuple(prune.history_ops(action.obj, gone))
+        ops = action.patch if len(gone) == len(action.images) else tuple(images.history_ops(action.obj, gone))
         try:
             cluster.patch("MachineConfigPool", "", objects.name(action.obj), list(ops))
         except ClusterError as err:

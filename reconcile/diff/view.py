@@ -21,8 +21,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reconcile import masking, normalize, objects, yamlio
-from reconcile.plan import Action, PoolPlan
+from reconcile.contract import objects, yamlio
+from reconcile.core import normalize
+from reconcile.core.actions import Action, PoolPlan
+from reconcile.diff import masking
 
 LONG_VALUE = 4096
 #: Lists whose order means nothing to Kubernetes: compared as sets in the change summary.
@@ -151,7 +153,7 @@ def _paint(line: str, color: bool) -> str:
     return f"{code}{line.rstrip(chr(10))}{_RESET}\n" if code else line
 
 
-def render(plans: Iterable[PoolPlan], color: bool = False) -> str:
+def unified(plans: Iterable[PoolPlan], color: bool = False) -> str:
     plans = list(plans)
     out: list[str] = []
     for action in _sorted_actions(plans):

@@ -20,15 +20,16 @@ from typing import Any
 
 import jinja2
 
-from reconcile import yamlio
+from reconcile.contract import yamlio
 
 
 def _manifests() -> Path:
     """manifests/ of a checkout (editable install), else the copy installed inside the package."""
     if os.environ.get("OCL_MANIFESTS"):
         return Path(os.environ["OCL_MANIFESTS"])
-    checkout = Path(__file__).resolve().parent.parent / "manifests"
-    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "manifests"
+    package = Path(__file__).resolve().parents[1]              # reconcile/
+    checkout = package.parent / "manifests"
+    return checkout if checkout.is_dir() else package / "manifests"
 
 
 MANIFESTS = _manifests()

@@ -1,0 +1,1 @@
+"""What a run says: the status table, rendered manifests, metrics, logs."""
