@@ -8,7 +8,8 @@ import sys
 from datetime import UTC, datetime
 
 EXIT_OK, EXIT_CHANGES, EXIT_BLOCKED, EXIT_FATAL = 0, 1, 2, 3
-DEFAULT_NAMESPACE = "openshift-machine-config-operator"
+#: --keep-images: how many of a pool's newest images pruning keeps
+KEEP_IMAGES = 2
 
 DESCRIPTION = """\
 One-shot reconciler for OpenShift on-cluster layering. Finds every MachineConfigPool labelled
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--snapshot", metavar="FILE",
                         help="read the cluster from FILE ('-' for stdin) as `oc get ... -o yaml` "
                              "prints it, instead of a live cluster")
+    from reconcile.contract.naming import DEFAULT_NAMESPACE
     common.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
                         help="namespace of the settings and build objects (default: %(default)s)")
     common.add_argument("--pool", action="append", default=[], metavar="NAME",
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
-    run.add_argument("--keep-images", type=int, default=2, metavar="N",
+    run.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                      help="after a newer image succeeds, delete a pool's older images from the registry "
                           "but the newest N (default: %(default)s; -1: never delete)")
     run.add_argument("--metrics-file", metavar="FILE",
@@ -75,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
                           description="Show what `run` would change, as kubectl diff does; no writes. "
                                       "KUBECTL_EXTERNAL_DIFF names a program to compare the live and "
                                       "desired trees instead; its exit status is ours.")
-    diff.add_argument("--keep-images", type=int, default=2, metavar="N",
+    diff.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                       help="show which images run would delete from the registry (as for run)")
     diff.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="colour the diff (auto: only on a terminal)")

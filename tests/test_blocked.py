@@ -10,6 +10,10 @@ from reconcile.build import encoding
 from reconcile.contract import annotations as A
 from tests import factory as F
 
+#: kube-apiserver refuses a ConfigMap whose data adds up to more than core.MaxSecretSize, 1 MiB
+#: (kubernetes/kubernetes pkg/apis/core/validation/validation.go ValidateConfigMap, types.go)
+CONFIGMAP_LIMIT = 1024 * 1024
+
 GOOD = [F.build_config(), F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")]
 
 
@@ -124,7 +128,7 @@ def test_machineconfig_over_one_configmap_is_split(any_cli):
     parts = sorted((o for o in F.owned(after) if o["kind"] == "ConfigMap" and "Dockerfile" not in o["data"]),
                    key=lambda o: next(iter(o["data"])))
     assert [next(iter(p["data"])) for p in parts] == ["machineconfig.json.gz.000", "machineconfig.json.gz.001"]
-    assert all(sum(len(k) + len(v) for k, v in p["data"].items()) < encoding.CONFIGMAP_LIMIT for p in parts)
+    assert all(sum(len(k) + len(v) for k, v in p["data"].items()) < CONFIGMAP_LIMIT for p in parts)
     assert encoding.decode("".join(next(iter(p["data"].values())) for p in parts)) == encoding.build_view(mc)
     (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "machineconfig"]

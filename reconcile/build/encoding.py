@@ -18,10 +18,8 @@ try:  # zlib-ng writes the same gzip format 2-3x faster at level 9 (bench/plan_s
 except ImportError:  # pragma: no cover - platforms without a zlib-ng wheel
     _gzip = gzip
 
-#: The API server rejects a ConfigMap whose data adds up to more than this many bytes.
-CONFIGMAP_LIMIT = 1_048_576
-#: An encoded MachineConfig larger than one ConfigMap is split in parts of this size
-#: (key and metadata fit in what is left under the limit)...
+#: An encoded MachineConfig larger than one ConfigMap is split in parts of this size (the API
+#: server refuses a ConfigMap over 1 MiB of data: key and metadata fit in what is left)...
 PART_SIZE = 1_000_000
 #: ...up to this ceiling: beyond it the pool is Blocked.
 CEILING = 8 * 1024 * 1024

@@ -42,6 +42,3 @@ def parse(text: str) -> ImageRef:
         raise InvalidReference(f"repository name of {text!r} is longer than 255 characters")
     return ImageRef(m.group("repo"), m.group("tag"), m.group("digest"))
 
-
-def valid_tag(tag: str) -> bool:
-    return re.fullmatch(_TAG, tag) is not None

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcile.build import imageref
+from reconcile.build.auth import DOCKERCONFIGJSON
 
-DEFAULT_NAMESPACE = "openshift-machine-config-operator"
 BUILD_CONFIG = "on-cluster-build-config"
 OSIMAGEURL = "machine-config-osimageurl"
 CUSTOM_DOCKERFILE = "on-cluster-build-custom-dockerfile"
@@ -23,7 +23,6 @@ CUSTOM_POD_BUILDER = "custom-pod-builder"
 OPENSHIFT_IMAGE_BUILDER = "openshift-image-builder"
 BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
-DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
 _PRINTABLE_LINE = re.compile(r"^[^\x00-\x1f\x7f]*$")
 
 

@@ -1,5 +1,6 @@
-"""The one thin layer that talks to a cluster: an in-memory one loaded from a snapshot, or (later)
-the live API. Both return plain dicts and raise the errors below."""
+"""The shell that talks to a cluster: the live API (`live`) or an in-memory one loaded from a
+snapshot (`memory`), behind one protocol that returns plain dicts and raises the errors below; and
+the shell around them: one read (`observe`), one executor (`apply`), the single-run guard (`lease`)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def _do(cluster: Cluster, action: Action) -> None:
         try:
             cluster.create(action.obj)
         except AlreadyExists:
-            if not _ours(cluster.get(kind, ns, name), action.obj):
+            if not _made_by_us_for_this_build(cluster.get(kind, ns, name), action.obj):
                 raise AlreadyExists("it already exists and was not made by ocl-reconciler for this "
                                 "build; delete or rename it") from None
             log.info("adopted %s", action.ref)
@@ -85,7 +85,7 @@ def _do(cluster: Cluster, action: Action) -> None:
         raise ValueError(f"unknown verb {action.verb}")
 
 
-def _ours(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     if live is None:
         return False
     keys = (naming.MANAGED_BY, naming.POOL_LABEL, naming.BUILD_ID_LABEL)

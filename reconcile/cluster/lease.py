@@ -64,7 +64,7 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
             return cluster.create(body)
         except AlreadyExists:
             return None
-    if _ours(live, holder):                               # our create went through, its answer not
+    if _held_by(live, holder):                               # our create went through, its answer not
         return live
     until = expires(live)
     if until is not None and until > naive:
@@ -78,10 +78,10 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
         return cluster.replace(taken)
     except Conflict:
         again = cluster.get("Lease", namespace, NAME)
-        return again if again is not None and _ours(again, holder) else None
+        return again if again is not None and _held_by(again, holder) else None
 
 
-def _ours(lease: dict[str, Any], holder: str) -> bool:
+def _held_by(lease: dict[str, Any], holder: str) -> bool:
     return (lease.get("spec") or {}).get("holderIdentity") == holder
 
 

@@ -24,19 +24,6 @@ from reconcile.contract import objects
 
 log = logging.getLogger("reconcile")
 
-#: kind -> (path prefix, plural)
-PATHS: dict[str, tuple[str, str]] = {
-    "ConfigMap": ("/api/v1", "configmaps"),
-    "Secret": ("/api/v1", "secrets"),
-    "Pod": ("/api/v1", "pods"),
-    "Event": ("/api/v1", "events"),
-    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
-    "Build": ("/apis/build.openshift.io/v1", "builds"),
-    "MachineConfigPool": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigpools"),
-    "MachineConfig": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigs"),
-    "Proxy": ("/apis/config.openshift.io/v1", "proxies"),
-    "Node": ("/api/v1", "nodes"),
-}
 PAGE = 500
 RETRYABLE = {429, 500, 502, 503, 504}
 MAX_LIST_RESTARTS = 3
@@ -47,8 +34,8 @@ class ConnectError(Exception):
 
 
 def _path(kind: str, namespace: str, name: str = "") -> str:
-    prefix, plural = PATHS[kind]
-    namespaced = objects.KINDS[kind][1]
+    api_version, namespaced, plural = objects.KINDS[kind]
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     base = f"{prefix}/namespaces/{urllib.parse.quote(namespace)}/{plural}" if namespaced and namespace \
         else f"{prefix}/{plural}"
     return f"{base}/{urllib.parse.quote(name)}" if name else base

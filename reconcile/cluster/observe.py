@@ -99,13 +99,13 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> lis
     return [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
 
 
-def _ours(obj: dict[str, Any]) -> bool:
+def _has_our_label(obj: dict[str, Any]) -> bool:
     return objects.matches(naming.SELECTOR, objects.labels(obj))
 
 
 def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace)
-    owned = [o for o in configmaps if _ours(o)] + [
+    owned = [o for o in configmaps if _has_our_label(o)] + [
         o for kind in OWNED_KINDS if kind != "ConfigMap"
         for o in _list_optional(cluster, kind, namespace, naming.SELECTOR)]
     return Observed(namespace, read_settings(namespace, configmaps),

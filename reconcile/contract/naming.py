@@ -1,7 +1,10 @@
 """Deterministic names, labels and owner references for everything we create.
 
-The build id is a short hash of every build input, so the same inputs always give the same names
-(a killed run is resumed, not repeated) and any input change gives new ones.
+The build id is a short hash of the build's inputs as `core/desired.BuildInputs` lists them (the
+pool, its rendered config, the images, release, pullspec, builder type, custom Dockerfile, the pull
+and push secrets' names, the rebuild token), so the same inputs always give the same names (a
+killed run is resumed, not repeated) and a change of any of them gives new ones. Labelled build
+inputs, the cluster Proxy and the templates are not in it: changing them needs the rebuild token.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+#: Where the settings and our build objects live unless `-n` says otherwise (the MCO's namespace).
+DEFAULT_NAMESPACE = "openshift-machine-config-operator"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "ocl-reconciler"
 POOL_LABEL = "ocl-reconciler.io/pool"

@@ -7,18 +7,18 @@ from typing import Any
 
 Obj = dict[str, Any]
 
-#: kind -> (apiVersion, namespaced). The kinds this project reads or writes.
-KINDS: dict[str, tuple[str, bool]] = {
-    "ConfigMap": ("v1", True),
-    "Secret": ("v1", True),
-    "Pod": ("v1", True),
-    "Event": ("v1", True),
-    "Lease": ("coordination.k8s.io/v1", True),
-    "Build": ("build.openshift.io/v1", True),
-    "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False),
-    "MachineConfig": ("machineconfiguration.openshift.io/v1", False),
-    "Proxy": ("config.openshift.io/v1", False),
-    "Node": ("v1", False),
+#: kind -> (apiVersion, namespaced, plural). The kinds this project reads or writes: the one table.
+KINDS: dict[str, tuple[str, bool, str]] = {
+    "ConfigMap": ("v1", True, "configmaps"),
+    "Secret": ("v1", True, "secrets"),
+    "Pod": ("v1", True, "pods"),
+    "Event": ("v1", True, "events"),
+    "Lease": ("coordination.k8s.io/v1", True, "leases"),
+    "Build": ("build.openshift.io/v1", True, "builds"),
+    "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False, "machineconfigpools"),
+    "MachineConfig": ("machineconfiguration.openshift.io/v1", False, "machineconfigs"),
+    "Proxy": ("config.openshift.io/v1", False, "proxies"),
+    "Node": ("v1", False, "nodes"),
 }
 
 

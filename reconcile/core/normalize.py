@@ -14,7 +14,6 @@ from reconcile.build import encoding
 
 SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation",
                    "selfLink", "deletionGracePeriodSeconds")
-MACHINECONFIG_KEY = "machineconfig.json.gz"
 
 
 def project(live: Any, desired: Any) -> Any:
@@ -44,7 +43,7 @@ def numbers(value: Any) -> Any:
 def data_value_equal(key: str, live: Any, desired: Any) -> bool:
     if live == desired:
         return True
-    if key == MACHINECONFIG_KEY and isinstance(live, str) and isinstance(desired, str):
+    if key == encoding.KEY and isinstance(live, str) and isinstance(desired, str):
         try:
             return encoding.decode(live) == encoding.decode(desired)
         except (ValueError, binascii.Error, OSError, EOFError, zlib.error):
