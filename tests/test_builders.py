@@ -46,7 +46,7 @@ def generate(builder_type: str, material: desired.Material | None = None):
      "build Build/ns/b completed without a sha256 digest in status.output.to.imageDigest"),
     ("Build", {"phase": "Failed", "reason": "DockerBuildFailed", "message": "Docker build strategy has failed.",
                "logSnippet": "STEP 3\nerror: exit status 1\n"}, A.FAILED, None,
-     "build Build/ns/b failed: DockerBuildFailed: Docker build strategy has failed.: error: exit status 1"),
+     "build Build/ns/b failed: DockerBuildFailed: Docker build strategy has failed: error: exit status 1"),
     ("Build", {"phase": "Error", "reason": "FetchSourceFailed"}, A.FAILED, None, "build Build/ns/b error: FetchSourceFailed"),
     ("Build", {"phase": "Cancelled"}, A.FAILED, None, "build Build/ns/b cancelled: no reason given"),
 ])

@@ -59,8 +59,23 @@ def test_extensions_need_the_extensions_image(any_cli):
     code, after, _ = any_cli.run(items)
     assert code == 2
     assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == (
-        "MachineConfig rendered-worker-1 needs extensions or kernelType default, but ConfigMap "
+        "MachineConfig rendered-worker-1 needs extensions usbguard, but ConfigMap "
         "machine-config-osimageurl has no 'baseOSExtensionsContainerImage'")
+
+
+def test_a_kernel_type_alone_names_itself_as_what_needs_the_extensions_image():
+    from reconcile.core import desired
+    from tests.test_lifecycle_unit import good_settings
+    inp = desired.inputs(good_settings(), F.pool())
+    mc = F.machineconfig("rendered-worker-1")
+    mc["spec"].update(kernelType="realtime", extensions=[])
+    with pytest.raises(desired.Blocked) as err:
+        desired.os_content(inp, mc)
+    assert str(err.value).startswith("MachineConfig rendered-worker-1 needs kernelType realtime, but ")
+    mc["spec"].update(extensions=["usbguard"])
+    with pytest.raises(desired.Blocked) as err:
+        desired.os_content(inp, mc)
+    assert "needs extensions usbguard and kernelType realtime, but " in str(err.value)
 
 
 @pytest.mark.parametrize("extensions, kernel_type", [(["usbguard"], "realtime")])

@@ -132,8 +132,10 @@ def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dic
     packages = [p for e in extensions for p in table["extensions"][e]]
     kernel = table["kernelTypes"][kernel_type]
     if (packages or kernel) and not inp.extensions_image:
-        raise Blocked(f"MachineConfig {inp.rendered_config} needs extensions or kernelType {kernel_type}, "
-                      "but ConfigMap machine-config-osimageurl has no 'baseOSExtensionsContainerImage'")
+        needs = " and ".join(n for n in (f"extensions {', '.join(extensions)}" if packages else "",
+                                         f"kernelType {kernel_type}" if kernel else "") if n)
+        raise Blocked(f"MachineConfig {inp.rendered_config} needs {needs}, but ConfigMap "
+                      "machine-config-osimageurl has no 'baseOSExtensionsContainerImage'")
     return {"extensions": extensions, "packages": packages, "kernel": kernel, "kernel_type": kernel_type,
             "extensions_image": inp.extensions_image}
 

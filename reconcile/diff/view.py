@@ -60,10 +60,22 @@ def sides(action: Action) -> tuple[dict[str, Any] | None, dict[str, Any] | None]
             _summarise(after) if after is not None else None)
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
 def _path(prefix: list[str], deepdiff_path: str) -> str:
+    """A JSONPath-like path: `data.key`, a key that is not a plain name in brackets
+    (`data['.dockerconfigjson']`, `metadata.annotations['ocl-reconciler.io/state']`), `[0]`."""
     parts = re.findall(r"\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]", deepdiff_path)
-    text = ".".join(prefix + [key if key else f"[{index}]" for key, index in parts])
-    return text.replace(".[", "[")
+    text = ""
+    for key in prefix + [key if key else int(index) for key, index in parts]:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        elif _PLAIN_KEY.match(key):
+            text += f".{key}" if text else key
+        else:
+            text += "['" + key.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    return text
 
 
 def _keyed(items: list[Any]) -> dict[str, Any] | None:

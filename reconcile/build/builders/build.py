@@ -40,8 +40,8 @@ def read_status(build: Mapping[str, Any]) -> BuildStatus:
         return BuildStatus(A.FAILED, message=f"build {where} completed without a sha256 digest "
                                              "in status.output.to.imageDigest")
     if phase in _FAILED:
-        parts = [p for p in (status.get("reason"), status.get("message"),
-                             last_line(status.get("logSnippet", ""))) if p]
+        parts = [p.rstrip(".") for p in (status.get("reason"), status.get("message"),
+                                         last_line(status.get("logSnippet", ""))) if p]
         detail = ": ".join(parts) or "no reason given"
         transient = phase != "Cancelled" and (status.get("reason") in TRANSIENT_REASONS
                                               or transient_text(status.get("logSnippet", "")))
