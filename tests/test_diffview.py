@@ -46,3 +46,24 @@ def test_long_values_are_summarised_by_size_and_hash():
     cm = F.configmap("big", {"k": "x" * 10_000})
     text = view.unified([PoolPlan("worker", actions=[Action("create", cm)])])
     assert "k: <10000 bytes, sha256 " in text and "xxxx" not in text
+
+
+def test_an_annotation_that_copies_a_secret_value_is_masked():
+    """kubectl masks what mirrors a Secret's data: last-applied-configuration, and any annotation
+    holding one of its values (as stored or decoded)."""
+    import base64
+    import json
+    token = "s3cr3t-token-value"
+    live = F.secret("s", payload={"auths": {}})
+    live["data"]["token"] = base64.b64encode(token.encode()).decode()
+    live["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"data": live["data"]}),
+        "example.com/copied": f"token={token}", "example.com/plain": "nothing secret here"}
+    new = F.secret("s", payload={"auths": {"x": {}}})
+    new["data"]["token"] = live["data"]["token"]
+    new["metadata"]["annotations"] = dict(live["metadata"]["annotations"])
+    text = view.unified([PoolPlan("worker", actions=[Action("patch", live, (), new)])])
+    assert token not in text and live["data"]["token"] not in text
+    assert "nothing secret here" in text                      # what mirrors nothing is shown
+    b, _ = masking.mask_pair(live, new)
+    assert b["metadata"]["annotations"]["example.com/copied"] == "***"

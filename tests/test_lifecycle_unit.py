@@ -144,7 +144,16 @@ def test_every_settings_input_changes_the_build_id(field, value):
 def test_invalid_pool_name_is_blocked_and_long_one_is_shortened():
     p = plan(F.pool("bad name with spaces"))
     assert p.state_after == A.BLOCKED and "cannot be a label value" in p.message
-    assert decide(F.pool("x" * 64)).inputs.rendered_config == "rendered-" + "x" * 64 + "-1"
+    long_name = "x" * 64
+    p = start(F.pool(long_name))
+    assert p.state_after == A.PENDING
+    label = naming.pool_label(long_name)
+    assert label != long_name and len(label) <= 63          # a label value is at most 63 characters
+    for action in p.actions:
+        if action.verb == "create" and action.obj["kind"] != "Event":
+            assert action.obj["metadata"]["labels"][naming.POOL_LABEL] == label
+            assert len(action.obj["metadata"]["name"]) <= 253
+    assert naming.pool_label("x" * 65) != label             # two long names never share a value
 
 
 def test_long_pool_name_still_gives_valid_object_names():
@@ -266,3 +275,21 @@ def test_objects_without_our_labels_are_never_touched():
     half["metadata"]["labels"] = {"ocl-reconciler.io/pool": "worker"}       # no managed-by
     plans = lifecycle.plan_cluster(good_settings(), [], [foreign, half], F.NOW)
     assert plans == []
+
+
+def test_an_events_name_is_the_transition_not_the_time():
+    """The same transition planned at two times is one Event (a rerun never repeats it); another
+    build's transition to the same state is another Event (never swallowed as already told)."""
+    from datetime import timedelta
+    d = decide(F.pool())
+    mc = F.machineconfig(d.inputs.rendered_config)
+
+    def event_names(decision, now):
+        return [a.obj["metadata"]["name"] for a in lifecycle.act(decision, now, mc).actions
+                if a.obj["kind"] == "Event"]
+    first = event_names(d, F.NOW)
+    assert len(first) == 1 and first == event_names(d, F.NOW + timedelta(hours=3))
+    other = decide(F.pool(annotations={A.REBUILD: "again"}))      # another build id, same pool
+    assert other.inputs.build_id != d.inputs.build_id
+    second = event_names(other, F.NOW)
+    assert len(second) == 1 and second != first
