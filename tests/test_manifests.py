@@ -220,3 +220,15 @@ def test_rendered_dockerfiles_pass_hadolint(case, tmp_path):
     broken = subprocess.run([_hadolint(), "--no-color", "--failure-threshold", "error", "-"],
                             input="FROM scratch\nRUN cd /tmp && echo x\nEXPOSE 99999\n", capture_output=True, text=True)
     assert broken.returncode != 0                                   # the linter does fail
+
+
+def test_custom_dockerfile_check_follows_buildahs_parser():
+    """Comment and empty lines inside a continuation are dropped, heredoc bodies are not
+    instructions, an unterminated heredoc is refused (buildah: "unterminated heredoc",
+    openshift/builder issue 480). tests/test_realbuild.py holds these against buildah itself."""
+    from reconcile.build import dockerlint
+    dockerlint.check("RUN echo a && \\\n    # note\n\n    echo b\nRUN <<EOF\nset -e\necho c\nEOF\n")
+    dockerlint.check("COPY <<-'EOT' /etc/x\n\tvalue\n\tEOT\n")
+    with pytest.raises(dockerlint.DockerfileError) as err:
+        dockerlint.check("RUN <<EOF\necho c\n")
+    assert str(err.value) == "line 1: heredoc EOF is never closed"
