@@ -19,51 +19,74 @@ MachineConfig, and records the outcome on the pool as annotations.
 
 EPILOG = """\
 commands:
-  run     one pass that applies the plan (exit 0 all pools reconciled, 2 a pool Blocked, a
-          write failed or an image could not be deleted from the registry, 3 the cluster or
-          snapshot cannot be read)
+  run     one pass that applies the plan
   diff    the same plan as a unified diff per object, no writes, secret values masked
-          (exit 0 no differences, 1 differences, >=2 error)
   render  the desired build objects of every opted-in pool as a YAML stream on stdout
-          (exit 0, 2 when a pool cannot be rendered, 3 fatal)
   status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
+`ocl-reconcile COMMAND --help` says each one's flags and exit codes.
 
 examples:
   ocl-reconcile diff --snapshot cluster.yaml
   ocl-reconcile run --snapshot cluster.yaml --write-snapshot after.yaml
-  oc get mcp,mc,cm,secret,pod -o yaml | ocl-reconcile status --snapshot -
+  oc get mcp -o yaml | ocl-reconcile status --snapshot -
 """
 
+#: per command: (description, exit codes) shown by `COMMAND --help`
+COMMAND_HELP = {
+    "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
+            "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
+            "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is Blocked, "
+            "a write failed or an image could not be deleted from the registry; 3 the cluster or snapshot "
+            "cannot be read, or the Lease cannot be taken"),
+    "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
+             "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
+             "names a program to compare the live and desired trees instead; its exit status is ours.",
+             "exit codes: 0 no differences; 1 differences; 2 or more an error (3: the cluster or snapshot "
+             "cannot be read)"),
+    "render": ("Print the desired build objects of every opted-in pool's current inputs as a YAML stream "
+               "on stdout (an Argo CD Config Management Plugin's generate command); problems on stderr. "
+               "Secrets of ours are named on stderr, never printed.",
+               "exit codes: 0 rendered; 2 a pool cannot be rendered; 3 the cluster or snapshot cannot be read"),
+    "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
+               "Reads only MachineConfigPools.",
+               "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
+}
 
 class Fatal(Exception):
     """The cluster or the snapshot cannot be read: exit 3 with one line."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--snapshot", metavar="FILE",
+    source = argparse.ArgumentParser(add_help=False)
+    source.add_argument("--snapshot", metavar="FILE",
                         help="read the cluster from FILE ('-' for stdin) as `oc get ... -o yaml` "
                              "prints it, instead of a live cluster")
-    from reconcile.contract.naming import DEFAULT_NAMESPACE
-    common.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
-                        help="namespace of the settings and build objects (default: %(default)s)")
-    common.add_argument("--pool", action="append", default=[], metavar="NAME",
-                        help="only this MachineConfigPool (repeatable)")
-    common.add_argument("--kubeconfig", metavar="FILE",
+    source.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-    common.add_argument("--context", help="kubeconfig context to use (default: the current one)")
-    common.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+    source.add_argument("--context", help="kubeconfig context to use (default: the current one)")
+    source.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                         help="deadline for the whole run, retries included (default: %(default)s)")
-    common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    common.add_argument("--log-format", choices=("text", "json"), default="text",
+    source.add_argument("--pool", action="append", default=[], metavar="NAME",
+                        help="only this MachineConfigPool (repeatable)")
+    source.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more logging (run logs what it does; -v: the others too; -vv: debug)")
+    source.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="log lines on stderr as text or JSON (default: %(default)s)")
+    namespaced = argparse.ArgumentParser(add_help=False)
+    from reconcile.contract.naming import DEFAULT_NAMESPACE
+    namespaced.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
+                            help="namespace of the settings and build objects (default: %(default)s)")
     parser = argparse.ArgumentParser(
         prog="ocl-reconcile", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     from reconcile import __version__
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    run = sub.add_parser("run", parents=[common], help="apply one reconcile pass")
+
+    def command(name: str, summary: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+        description, codes = COMMAND_HELP[name]
+        return sub.add_parser(name, parents=parents, help=summary, description=description, epilog=codes)
+    run = command("run", "apply one reconcile pass", [source, namespaced])
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
     run.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
@@ -73,18 +96,15 @@ def _parser() -> argparse.ArgumentParser:
                      help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
     run.add_argument("--pushgateway", metavar="URL",
                      help="push Prometheus metrics of the run to this Pushgateway")
-    diff = sub.add_parser("diff", parents=[common], help="show what run would change; no writes",
-                          description="Show what `run` would change, as kubectl diff does; no writes. "
-                                      "KUBECTL_EXTERNAL_DIFF names a program to compare the live and "
-                                      "desired trees instead; its exit status is ours.")
+    diff = command("diff", "show what run would change; no writes", [source, namespaced])
     diff.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                       help="show which images run would delete from the registry (as for run)")
     diff.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="colour the diff (auto: only on a terminal)")
     diff.add_argument("-o", "--output", choices=("diff", "json"), default="diff",
                       help="json: the plan (writes with their JSON patches, state changes) for scripts")
-    sub.add_parser("render", parents=[common], help="print the desired build objects as YAML")
-    sub.add_parser("status", parents=[common], help="table of pool build states")
+    command("render", "print the desired build objects as YAML", [source, namespaced])
+    command("status", "table of pool build states", [source])      # pools only: no namespace
     return parser
 
 
@@ -232,7 +252,8 @@ COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cm
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from reconcile.output import logs
-    logs.setup(args.verbose + 1, args.log_format)
+    # run logs what it does; the others, like kubectl diff, say only what goes wrong unless -v
+    logs.setup(args.verbose + (1 if args.command == "run" else 0), args.log_format)
     try:
         return COMMANDS[args.command](args, _now())
     except Fatal as err:

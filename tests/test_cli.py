@@ -125,7 +125,7 @@ def test_no_secret_value_in_any_output(run_cli):
 def test_python_m_and_help():
     out = subprocess.run([sys.executable, "-m", "reconcile", "--help"], capture_output=True,
                          text=True, cwd=F.ROOT, check=True).stdout
-    for word in ("run", "diff", "render", "status", "exit 0"):
+    for word in ("run", "diff", "render", "status", "COMMAND --help"):
         assert word in out
     sub = subprocess.run([sys.executable, "-m", "reconcile", "run", "--help"], capture_output=True,
                          text=True, cwd=F.ROOT, check=True).stdout
@@ -159,3 +159,38 @@ def test_second_run_on_run_output_is_byte_identical(run_cli, tmp_path):
     assert run_cli("run", "--snapshot", str(first), "--write-snapshot", str(second))[0] == 0
     assert first.read_bytes() == second.read_bytes()
     assert snapshot.load(str(first))
+
+
+@pytest.mark.parametrize("command", ["run", "diff", "render", "status"])
+def test_each_command_help_has_a_description_and_its_exit_codes(run_cli, command):
+    from reconcile import cli
+    with pytest.raises(SystemExit) as done:
+        run_cli(command, "--help")
+    assert done.value.code == 0
+    out = run_cli.capsys.readouterr().out
+    description, codes = cli.COMMAND_HELP[command]
+    assert " ".join(description.split()[:6]) in " ".join(out.split())
+    assert "exit codes: 0 " in " ".join(out.split())
+
+
+def test_status_rejects_a_flag_it_does_not_use(run_cli):
+    """Pools are cluster-scoped: `status -n` would be a flag that silently does nothing."""
+    with pytest.raises(SystemExit) as done:
+        run_cli("status", "-n", "elsewhere", "--snapshot", str(run_cli.write(F.cluster())))
+    assert done.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["diff", "render", "status"])
+def test_only_run_logs_progress_by_default(run_cli, command):
+    """As kubectl diff: stdout has the result, stderr stays empty unless something is wrong."""
+    snap = str(run_cli.write(F.cluster()))
+    code, out, err = run_cli(command, "--snapshot", snap)
+    assert out and err == "", err
+    code, _, err = run_cli("run", "--snapshot", snap)
+    assert "run done: " in err                                  # run says what it did
+
+
+def test_the_epilog_example_does_not_export_secrets():
+    from reconcile import cli
+    examples = cli.EPILOG.split("examples:", 1)[1]
+    assert "secret" not in examples

@@ -284,3 +284,29 @@ def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
         assert a[A.MESSAGE].startswith(f"create ConfigMap/{F.NS}/{squatter['metadata']['name']}: ")
         assert "not made by ocl-reconciler" in a[A.MESSAGE]
         assert server.store.get("ConfigMap", F.NS, squatter["metadata"]["name"])["data"] == {"x": "y"}
+
+
+def test_a_lease_time_that_cannot_be_read_is_not_taken_over(tmp_path, caplog):
+    from reconcile.cluster import lease
+    held = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease.NAME, "namespace": F.NS, "uid": "theirs", "resourceVersion": "5"},
+            "spec": {"holderIdentity": "someone", "leaseDurationSeconds": 60, "renewTime": "yesterday-ish"}}
+    with APIServer(F.cluster(extra=[held])) as server:
+        assert run(server, tmp_path) == 0
+        assert [r.verb for r in server.log if r.verb not in ("get", "list")] == ["create"]   # the 409, nothing else
+        assert server.store.get("Lease", F.NS, lease.NAME)["spec"]["holderIdentity"] == "someone"
+
+
+def test_lease_times_are_read_as_rfc3339_in_any_precision():
+    from datetime import datetime
+
+    from reconcile.cluster import lease
+    for text in ("2026-11-29T12:00:00Z", "2026-11-29T12:00:00.000000Z", "2026-11-29T12:00:00.000Z",
+                 "2026-11-29T13:00:00+01:00"):
+        assert lease.expires({"spec": {"renewTime": text, "leaseDurationSeconds": 0}}) == datetime(2026, 11, 29, 12)
+
+
+def test_a_401_is_reported_as_a_401():
+    from reconcile.cluster import Unauthorized, live
+    err = live._error(401, b'{"kind":"Status","reason":"Unauthorized","message":"Unauthorized"}', "GET", "/x")
+    assert isinstance(err, Unauthorized) and err.status == 401 and "401 Unauthorized" in str(err)

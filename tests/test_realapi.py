@@ -408,3 +408,13 @@ def test_the_harness_starts_quickly_and_leaves_no_process(tmp_path):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_token_the_server_does_not_accept_is_a_401_we_say(real, server):
+    kubeconfig = server.kubeconfig(real.tmp / "bad.kubeconfig", "not-a-token", "nobody")
+    real.seed(cluster("custom-pod-builder"))
+    real.capsys.readouterr()
+    from reconcile import cli as ocl
+    code = ocl.main(["run", "--kubeconfig", kubeconfig, "--timeout", "10"])
+    err = real.capsys.readouterr().err
+    assert code == 3 and "401 Unauthorized" in err, err

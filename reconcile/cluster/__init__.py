@@ -34,6 +34,11 @@ class Forbidden(ClusterError):
     status = 403
 
 
+class Unauthorized(ClusterError):
+    """The server did not accept our credentials (a token expired or revoked)."""
+    status = 401
+
+
 class Unreachable(ClusterError):
     """The server could not be reached, or kept failing, until the run's deadline."""
 

@@ -8,7 +8,7 @@ import logging
 import os
 import secrets
 import socket
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconcile.cluster import AlreadyExists, Cluster, Conflict, NotFound
@@ -22,15 +22,19 @@ def _micro(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class Unreadable(ValueError):
+    """A Lease time that is not an RFC 3339 time: nobody can tell whether it expired."""
+
+
 def _parse(text: str | None) -> datetime | None:
+    """A Lease's MicroTime as naive UTC; None when absent; Unreadable when it cannot be parsed."""
     if not text:
         return None
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=None)
-        except ValueError:
-            continue
-    return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise Unreadable(text) from None
+    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
 def holder_identity() -> str:
@@ -66,7 +70,12 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
             return None
     if _held_by(live, holder):                               # our create went through, its answer not
         return live
-    until = expires(live)
+    try:
+        until = expires(live)
+    except Unreadable as err:       # a time we cannot read is never taken for an expired one
+        log.warning("Lease %s/%s has a time that cannot be read (%r): not taken over; skipped",
+                    namespace, NAME, str(err))
+        return None
     if until is not None and until > naive:
         log.info("another run holds Lease %s/%s (holder %s, until %sZ): skipped", namespace, NAME,
                  (live.get("spec") or {}).get("holderIdentity", "?"), until.isoformat(timespec="seconds"))

@@ -19,7 +19,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.cluster import AlreadyExists, ClusterError, Conflict, Forbidden, Invalid, NotFound, Unreachable
+from reconcile.cluster import (
+    AlreadyExists,
+    ClusterError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+)
 from reconcile.contract import objects
 
 log = logging.getLogger("reconcile")
@@ -183,7 +192,9 @@ def _error(status: int, data: bytes, method: str, path: str) -> ClusterError:
         return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
     if status == 422:
         return Invalid(text)
-    if status in (401, 403):
+    if status == 401:
+        return Unauthorized(text)
+    if status == 403:
         return Forbidden(text)
     err = ClusterError(text)
     err.status = status
