@@ -35,8 +35,8 @@ examples:
 COMMAND_HELP = {
     "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
             "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
-            "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is Blocked, "
-            "a write failed or an image could not be deleted from the registry; 3 the cluster or snapshot "
+            "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is "
+            "Blocked, a write failed or an image could not be deleted from the registry; 3 the cluster or snapshot "
             "cannot be read, or the Lease cannot be taken"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
@@ -46,7 +46,8 @@ COMMAND_HELP = {
     "render": ("Print the desired build objects of every opted-in pool's current inputs as a YAML stream "
                "on stdout (an Argo CD Config Management Plugin's generate command); problems on stderr. "
                "Secrets of ours are named on stderr, never printed.",
-               "exit codes: 0 rendered; 2 a pool cannot be rendered; 3 the cluster or snapshot cannot be read"),
+               "exit codes: 0 rendered; 2 a pool cannot be rendered; 3 the cluster or snapshot cannot be "
+               "read"),
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
                "Reads only MachineConfigPools.",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
