@@ -36,8 +36,8 @@ COMMAND_HELP = {
     "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
             "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
             "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is "
-            "Blocked, a write failed or an image could not be deleted from the registry; 3 the cluster or snapshot "
-            "cannot be read, or the Lease cannot be taken"),
+            "Blocked, a write failed or an image could not be deleted from the registry; 3 the cluster "
+            "or snapshot cannot be read, or the Lease cannot be taken"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
              "names a program to compare the live and desired trees instead; its exit status is ours.",
