@@ -27,9 +27,11 @@ IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 #: Opt-in label on the pool (presence only, as in the MCO).
 LAYERING_LABEL = "machineconfiguration.openshift.io/layering-enabled"
 
-PENDING, BUILDING, SUCCEEDED, FAILED, INTERRUPTED, BLOCKED = (
-    "Pending", "Building", "Succeeded", "Failed", "Interrupted", "Blocked")
-STATES = (PENDING, BUILDING, SUCCEEDED, FAILED, INTERRUPTED, BLOCKED)
+PENDING, BUILDING, SUCCEEDED, FAILED, BLOCKED = "Pending", "Building", "Succeeded", "Failed", "Blocked"
+#: The states this version writes.
+STATES = (PENDING, BUILDING, SUCCEEDED, FAILED, BLOCKED)
+#: Written by older versions only; read as FAILED for the inputs it is about.
+INTERRUPTED = "Interrupted"
 
 
 def owned(key: str) -> bool:

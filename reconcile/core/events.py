@@ -22,7 +22,7 @@ NAMESPACE = "default"
 #: state -> (reason, type)
 REASONS = {A.PENDING: ("BuildStarted", "Normal"), A.BUILDING: ("BuildRunning", "Normal"),
            A.SUCCEEDED: ("BuildSucceeded", "Normal"), A.FAILED: ("BuildFailed", "Warning"),
-           A.INTERRUPTED: ("BuildInterrupted", "Warning"), A.BLOCKED: ("Blocked", "Warning")}
+           A.BLOCKED: ("Blocked", "Warning")}
 
 
 def event(pool: Mapping[str, Any], state: str, subject: str, message: str,
