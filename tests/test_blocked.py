@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
 import pytest
 
@@ -32,8 +34,9 @@ CASES = {
                         "ConfigMap openshift-machine-config-operator/on-cluster-build-config not found"),
     "no osimageurl": (without("ConfigMap", "machine-config-osimageurl"),
                       "ConfigMap openshift-machine-config-operator/machine-config-osimageurl not found"),
-    "pull secret key missing": (with_settings(F.build_config(baseImagePullSecretName=None)),
-                                "ConfigMap on-cluster-build-config: required key 'baseImagePullSecretName' is missing"),
+    "pull secret key missing, no global pull secret": (
+        with_settings(F.build_config(baseImagePullSecretName=None)),
+        "Secret openshift-config/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
     "push secret key empty": (with_settings(F.build_config(finalImagePushSecretName=" ")),
                               "ConfigMap on-cluster-build-config: required key 'finalImagePushSecretName' is empty"),
     "pullspec missing": (with_settings(F.build_config(finalImagePullspec=None)),
@@ -145,8 +148,8 @@ def test_recovery_from_blocked_starts_the_build(any_cli):
     assert (a[A.STATE], a[A.MESSAGE]) == (A.PENDING, "")
 
 
-@pytest.mark.parametrize("key", ["baseImagePullSecretName", "finalImagePushSecretName", "finalImagePullspec"])
-@pytest.mark.parametrize("how", ["missing", "empty"])
+@pytest.mark.parametrize("key, how", [("baseImagePullSecretName", "empty")] + [
+    (k, h) for k in ("finalImagePushSecretName", "finalImagePullspec") for h in ("missing", "empty")])
 def test_each_required_build_config_key(run_cli, key, how):
     config = F.build_config(**{key: None if how == "missing" else ""})
     code, after, _ = run_cli.run(F.cluster(settings=with_settings(config)))
@@ -171,6 +174,12 @@ def test_base_image_key(run_cli, how):
     ("@sha256:" + "a" * 64, "is not a valid image reference"),
     ("registry.example.com/image:-bad-tag", "is not a valid image reference"),
     ("registry.example.com/image:" + "t" * 129, "is not a valid image reference"),
+    # MachineOSConfig's renderedImagePushSpec rule (openshift/api machineosconfigs CRD):
+    ("ocl/os-image:latest", "must be host[:port][/namespace]/name:tag with a registry host and no digest"),
+    ("localhost:5000/ocl/os-image:latest", "with a registry host"),
+    ("registry.example.com/ocl/os-image", "must be host[:port][/namespace]/name:tag"),
+    ("registry.example.com/ocl/os-image@sha256:" + "a" * 64, "and no digest"),
+    ("registry.example.com/ocl/os-image:v1@sha256:" + "a" * 64, "and no digest"),
 ])
 def test_malformed_pullspec(run_cli, pullspec, why):
     code, after, _ = run_cli.run(F.cluster(settings=with_settings(F.build_config(finalImagePullspec=pullspec))))
@@ -246,3 +255,44 @@ def test_broken_settings_keep_running_builds(run_cli):
     assert code == 2
     assert F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.BLOCKED
     assert len(F.owned(after)) == 3                          # nothing that should be kept is deleted
+
+
+@pytest.mark.parametrize("pullspec", [
+    "registry.example.com/ocl/os-image:latest", "registry.example.com:5000/ns/sub/os-image:v1.2",
+    "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/os-image:latest",
+    "127.0.0.1:5000/ocl/os-image:latest"])
+def test_pullspecs_machineosconfig_accepts_are_accepted(run_cli, pullspec):
+    code, after, _ = run_cli.run(F.cluster(settings=with_settings(F.build_config(finalImagePullspec=pullspec))))
+    assert code == 0, F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+
+
+def global_pull_secret(payload=None):
+    secret = F.secret("pull-secret", payload=payload or {"auths": {"quay.io": {"auth": "Z2xvYmFsOnB1bGw="}}})
+    secret["metadata"]["namespace"] = "openshift-config"
+    return secret
+
+
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+def test_without_a_pull_secret_name_the_global_pull_secret_is_copied_and_used(any_cli, monkeypatch, builder):
+    """As the MCO does (#4756): openshift-config/pull-secret, copied into a Secret of ours because a
+    build can only mount Secrets of its own namespace."""
+    monkeypatch.setattr(F, "BUILDER", builder)
+    settings = [F.build_config(baseImagePullSecretName=None), F.osimageurl(), F.secret("push-secret")]
+    code, after, _ = any_cli.run(F.cluster(settings=settings, extra=[global_pull_secret()]))
+    assert code == 0
+    (ours,) = [o for o in F.owned(after) if o["kind"] == "Secret"]
+    assert ours["metadata"]["annotations"]["ocl-reconciler.io/auth-from"] == "openshift-config/pull-secret"
+    copied = json.loads(base64.b64decode(ours["data"][".dockerconfigjson"]))
+    assert copied["auths"]["quay.io"]["auth"] == "Z2xvYmFsOnB1bGw="
+    (build,) = [o for o in F.owned(after) if o["kind"] == F.BUILD_KINDS[builder]]
+    assert ours["metadata"]["name"] in json.dumps(build)
+    assert ours["metadata"]["name"].startswith("ocl-pull-worker-")
+
+
+def test_without_a_pull_secret_name_a_missing_global_pull_secret_blocks(run_cli):
+    settings = [F.build_config(baseImagePullSecretName=None), F.osimageurl(), F.secret("push-secret")]
+    code, after, _ = run_cli.run(F.cluster(settings=settings))
+    assert code == 2
+    assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == (
+        "Secret openshift-config/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') "
+        "not found")

@@ -162,7 +162,16 @@ def pruning(authorize, tmp_path):
     return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.IMAGES] == f"{new} {old}"
 
 
+def global_pull_secret(authorize, tmp_path):
+    """No baseImagePullSecretName: openshift-config/pull-secret is read and copied."""
+    from tests.test_blocked import global_pull_secret as the_secret
+    settings = [F.build_config(baseImagePullSecretName=None), F.osimageurl(), F.secret("push-secret")]
+    code, items = run(F.cluster(settings=settings, extra=[the_secret()]), authorize, tmp_path)
+    return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.PENDING
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": cluster_proxy,
+             "global-pull-secret": global_pull_secret,
              "pruning": pruning,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "adoption-pod": adoption("custom-pod-builder"), "adoption-build": adoption("openshift-image-builder"),

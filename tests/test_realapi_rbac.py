@@ -122,7 +122,16 @@ def pruning(real) -> bool:
     return code == 0 and real.ann().get(A.IMAGES) == f"{new} {old}"
 
 
-SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"),
+def global_pull_secret(real) -> bool:
+    """No baseImagePullSecretName: openshift-config/pull-secret (RBAC by resourceNames) is copied."""
+    from tests.test_blocked import global_pull_secret as the_secret
+    settings_ = [F.build_config(baseImagePullSecretName=None), F.osimageurl(), F.secret("push-secret")]
+    real.seed(F.cluster(settings=settings_, extra=[the_secret()]))
+    code, _ = real.run()
+    return code == 0 and real.ann().get(A.STATE) == A.PENDING
+
+
+SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secret": global_pull_secret,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "drift-and-conflict": drift_and_conflict, "lease-takeover": lease_takeover,
              "adoption-pod": adoption("custom-pod-builder"),
@@ -144,24 +153,24 @@ def _role_path(ns: str, name: str) -> str:
     return f"{RBAC}/namespaces/{ns}/roles/{name}" if ns else f"{RBAC}/clusterroles/{name}"
 
 
-def _allowed(server, ns: str, resource: str, verb: str, group: str) -> bool:
+def _allowed(server, ns: str, resource: str, verb: str, group: str, name: str = "") -> bool:
     res, _, sub = resource.partition("/")
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
         "user": realserver.RECONCILER,
         "groups": ["system:serviceaccounts", f"system:serviceaccounts:{F.NS}", "system:authenticated"],
         "resourceAttributes": {"namespace": ns, "verb": verb, "group": group, "resource": res,
-                               "subresource": sub}}}
+                               "subresource": sub, "name": name}}}
     return server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)[1][
         "status"].get("allowed", False)
 
 
-def _put_rules(server, key, rules, wait_for: tuple[str, str, str, str, bool] | None = None) -> None:
+def _put_rules(server, key, rules, wait_for: tuple[str, str, str, str, str, bool] | None = None) -> None:
     import time
     role = copy.deepcopy(server.request("GET", _role_path(*key))[1])
     role["rules"] = rules
     server.request("PUT", _role_path(*key), role)
     deadline = time.monotonic() + 10
-    while wait_for and _allowed(server, *wait_for[:4]) != wait_for[4]:      # the authorizer's cache
+    while wait_for and _allowed(server, *wait_for[:5]) != wait_for[5]:      # the authorizer's cache
         assert time.monotonic() < deadline, f"RBAC change not seen: {wait_for}"
         time.sleep(0.05)
 
@@ -204,7 +213,8 @@ def test_removing_any_verb_breaks_a_scenario_with_the_servers_403(real, server, 
     narrowed[index]["verbs"] = [v for v in rule["verbs"] if v != verb]
     narrowed = [r for r in narrowed if r["verbs"]]          # a rule needs at least one verb
     where = ns or F.NS
-    _put_rules(server, (ns, name), narrowed, (where, resource, verb, group, False))
+    named = (rule.get("resourceNames") or [""])[0]
+    _put_rules(server, (ns, name), narrowed, (where, resource, verb, group, named, False))
     try:
         broken = []
         for scenario_name, scenario in SCENARIOS.items():
@@ -224,7 +234,7 @@ def test_removing_any_verb_breaks_a_scenario_with_the_servers_403(real, server, 
                 break
         assert broken, f"no scenario needs {verb} on {resource}: the rule is wider than the code"
     finally:
-        _put_rules(server, (ns, name), rules, (where, resource, verb, group, True))
+        _put_rules(server, (ns, name), rules, (where, resource, verb, group, named, True))
         server.reset()
 
 

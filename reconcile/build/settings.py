@@ -23,7 +23,16 @@ CUSTOM_POD_BUILDER = "custom-pod-builder"
 OPENSHIFT_IMAGE_BUILDER = "openshift-image-builder"
 BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
+#: Without baseImagePullSecretName the cluster's global pull secret is used, as the MCO does
+#: (openshift/machine-config-operator #4756); a reference to another namespace is `namespace/name`.
+GLOBAL_PULL_SECRET = "openshift-config/pull-secret"
 _PRINTABLE_LINE = re.compile(r"^[^\x00-\x1f\x7f]*$")
+#: MachineOSConfig's renderedImagePushSpec rule (openshift/api, machineosconfigs CRD,
+#: x-kubernetes-validations): host[:port][/namespace]/name:tag with a registry host, or a service
+#: name.namespace.svc:port/repository/name:tag. So: a registry host, a tag, no digest.
+_PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+"
+                         r":[a-zA-Z0-9._-]+$"),
+              re.compile(r"^[^.]+\.[^.]+\.svc:\d+\/[^\/]+\/[^\/]+:[^\/]+$"))
 
 
 class SettingsError(ValueError):
@@ -66,16 +75,25 @@ def _image(cm_name: str, key: str, value: str) -> str:
     return value
 
 
+def _push_spec(value: str) -> str:
+    if len(value) > 447 or not any(p.match(value) for p in _PUSH_SPEC):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePullspec': {value!r} must be "
+                            "host[:port][/namespace]/name:tag with a registry host and no digest "
+                            "(as MachineOSConfig's renderedImagePushSpec)")
+    return value
+
+
 def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> Settings:
     """Settings from the three ConfigMaps (by name; None = absent). Raises SettingsError."""
     for required in (BUILD_CONFIG, OSIMAGEURL):
         if configmaps.get(required) is None:
             raise SettingsError(f"ConfigMap {namespace}/{required} not found")
     build = _data(configmaps[BUILD_CONFIG])
-    pull = _required(BUILD_CONFIG, build, "baseImagePullSecretName")
+    pull = GLOBAL_PULL_SECRET if "baseImagePullSecretName" not in build else \
+        _required(BUILD_CONFIG, build, "baseImagePullSecretName")
     push = _required(BUILD_CONFIG, build, "finalImagePushSecretName")
-    pullspec = _image(BUILD_CONFIG, "finalImagePullspec",
-                      _required(BUILD_CONFIG, build, "finalImagePullspec"))
+    pullspec = _push_spec(_image(BUILD_CONFIG, "finalImagePullspec",
+                                 _required(BUILD_CONFIG, build, "finalImagePullspec")))
     builder = (build.get("imageBuilderType") or "").strip() or CUSTOM_POD_BUILDER
     if builder not in BUILDER_TYPES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'imageBuilderType': unknown builder "
@@ -97,6 +115,12 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))),
     )
+
+
+def secret_location(namespace: str, ref: str) -> tuple[str, str]:
+    """(namespace, name) of a secret reference: `name` in our namespace, or `namespace/name`."""
+    ns, _, name = ref.rpartition("/")
+    return ns or namespace, name
 
 
 def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,

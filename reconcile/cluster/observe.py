@@ -47,11 +47,12 @@ def read_material(cluster: Cluster, found: Settings,
     ConfigMaps from the namespace LIST already made)."""
     secrets: dict[str, dict[str, Any]] = {}
     try:
-        for key, name in (("baseImagePullSecretName", found.pull_secret),
-                          ("finalImagePushSecretName", found.push_secret)):
-            secret = secrets.get(name) or cluster.get("Secret", found.namespace, name)
-            settings.check_secret(key, name, secret, found.namespace)
-            secrets[name] = secret
+        for key, ref in (("baseImagePullSecretName", found.pull_secret),
+                         ("finalImagePushSecretName", found.push_secret)):
+            ns, name = settings.secret_location(found.namespace, ref)
+            secret = secrets.get(ref) or cluster.get("Secret", ns, name)
+            settings.check_secret(key, name, secret, ns)
+            secrets[ref] = secret
     except SettingsError as err:
         return desired.Material(problem=str(err))
     labelled: dict[tuple[str, str], dict[str, Any]] = {}

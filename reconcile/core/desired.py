@@ -166,10 +166,11 @@ def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None,
 
 def _auth_secret(name: str, configured: str, role: str, material: Material,
                  common: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Our own copy of the registry auth when the configured secret is legacy or inputs merge."""
+    """Our own copy of the registry auth when the configured secret is legacy, inputs merge, or it
+    lives in another namespace (the global pull secret), where no build can mount it."""
     source = material.secrets.get(configured)
     extras = material.inputs.merge.get(role, ())
-    if source is None or not auth.needs_own(source, extras):
+    if source is None or not ("/" in configured or auth.needs_own(source, extras)):
         return None
     try:
         data = auth.merged(source, extras)
