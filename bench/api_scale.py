@@ -14,7 +14,9 @@ server's audit log.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,23 +48,39 @@ def cluster(n: int, mc: dict) -> list[dict]:
     return out
 
 
-def timed_run(items: list[dict], tmp: Path) -> tuple[float, int, Counter, list[dict]]:
+#: `ocl-reconcile run` in a fresh interpreter that reports its own peak RSS on stderr at the end
+RUN = ("import resource, sys\nfrom reconcile import cli\ncode = cli.main(sys.argv[1:])\n"
+       "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+       "sys.exit(code)\n")
+
+
+def run_reconciler(kubeconfig: str, *extra: str) -> tuple[float, float, float]:
+    """(wall seconds, MB read from the API server, peak RSS MiB) of one run."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", RUN, "run", "--kubeconfig", kubeconfig, *extra],
+                          cwd=ROOT, check=False, capture_output=True, text=True,
+                          env=dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z"))
+    wall = time.perf_counter() - start
+    read = re.search(r"\((\d+) KiB read\)", done.stderr)
+    rss = re.search(r"MAXRSS (\d+)", done.stderr)
+    return wall, (int(read.group(1)) * 1024 / 1e6 if read else float("nan")), \
+        (int(rss.group(1)) / 1024 if rss else float("nan"))
+
+
+def timed_run(items: list[dict], tmp: Path) -> tuple[tuple[float, float, float], int, Counter, list[dict]]:
     with APIServer(items) as server:
-        kubeconfig = server.kubeconfig(tmp / "kubeconfig")
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "reconcile", "run", "--kubeconfig", kubeconfig],
-                       cwd=ROOT, check=False, capture_output=True,
-                       env=dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z"))
-        wall = time.perf_counter() - start
+        figures = run_reconciler(server.kubeconfig(tmp / "kubeconfig"))
         kinds = Counter(f"{r.verb} {r.resource}" for r in server.log)
-        return wall, len(server.log), kinds, server.items()
+        return figures, len(server.log), kinds, server.items()
 
 
-def report(n: int, label: str, count: int, wall: float, kinds: Counter) -> None:
-    print(f"{n:>5}  {label:<22} {count:>8} {wall:>7.2f}s  {dict(sorted(kinds.items()))}")
+def report(n: int, label: str, count: int, figures: tuple[float, float, float], kinds: Counter) -> None:
+    wall, read, rss = figures
+    print(f"{n:>5}  {label:<22} {count:>8} {wall:>7.2f}s {read:>8.2f} MB {rss:>7.0f} MiB  "
+          f"{dict(sorted(kinds.items()))}")
 
 
-def real_runs(mc: dict) -> int:
+def real_runs(mc: dict, sizes: list[int]) -> int:
     from tests import realserver
     bindir = realserver.cache_dir()
     if not (bindir / "kube-apiserver").is_file():
@@ -77,62 +95,69 @@ def real_runs(mc: dict) -> int:
                                         api.service_account_token(F.NS, "ocl-reconciler"), "ocl-reconciler")
             print(f"real kube-apiserver started in {api.startup_seconds:.1f}s")
 
-            def run() -> tuple[float, int, Counter]:
+            def run() -> tuple[tuple[float, float, float], int, Counter]:
                 mark = api.audit_mark()
-                start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "reconcile", "run", "--kubeconfig", kubeconfig,
-                                "--timeout", "120"], cwd=ROOT, check=False, capture_output=True,
-                               env=dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z"))
-                wall = time.perf_counter() - start
+                figures = run_reconciler(kubeconfig, "--timeout", "120")
                 audit = api.audit(mark, realserver.RECONCILER)
-                return wall, len(audit), Counter(f"{e['verb']} {e['objectRef']['resource']}" for e in audit)
+                verbs = Counter(f"{e['verb']} {e['objectRef']['resource']}" for e in audit)
+                return figures, len(audit), verbs
 
             def kubelet_all(phase: str) -> None:
                 for pod in api.list("Pod", F.NS):
                     api.write_status(kubelet.set_phase(pod, phase))
 
-            for n in (10, 100, 200):
+            for n in sizes:
                 api.reset()
                 api.load(cluster(n, mc))
-                wall, count, kinds = run()
-                report(n, "creating", count, wall, kinds)
+                figures, count, kinds = run()
+                report(n, "creating", count, figures, kinds)
                 kubelet_all("Running")
                 run()                                                   # records Building
-                wall, count, kinds = run()
-                report(n, "steady, all building", count, wall, kinds)
+                figures, count, kinds = run()
+                report(n, "steady, all building", count, figures, kinds)
                 kubelet_all("Succeeded")
                 run()                                                   # records Succeeded, cleans up
-                wall, count, kinds = run()
-                report(n, "steady, all built", count, wall, kinds)
+                figures, count, kinds = run()
+                report(n, "steady, all built", count, figures, kinds)
         finally:
             api.stop()
     return 0
 
 
 def main() -> int:
-    mc, source = sample_machineconfig()
+    """--real: the real kube-apiserver; --incompressible: the 1.2 MB MachineConfig whose encoding is
+    over 1 MiB (two ConfigMaps per pool) instead of the ~280 KB realistic one; --sizes 10,200."""
+    args = sys.argv[1:]
+    if "--incompressible" in args:
+        path = F.SHARED / "machineconfigs/generated/mc-incompressible-over-1MiB-after-encoding.json"
+        mc, source = json.loads(path.read_text()), str(path)
+    else:
+        mc, source = sample_machineconfig()
+    sizes = [int(n) for n in args[args.index("--sizes") + 1].split(",")] if "--sizes" in args \
+        else [10, 100, 200]
     print(f"MachineConfig per pool: {source}")
-    if "--real" in sys.argv[1:]:
-        print(f"{'pools':>5}  {'run (real server)':<22} {'requests':>8} {'wall':>8}  requests by verb")
-        return real_runs(mc)
-    print(f"{'pools':>5}  {'run':<22} {'requests':>8} {'wall':>8}  requests by verb")
+    header = f"{'requests':>8} {'wall':>8} {'read':>11} {'peak RSS':>11}  requests by verb"
+    if "--real" in args:
+        print(f"{'pools':>5}  {'run (real server)':<22} {header}")
+        return real_runs(mc, sizes)
+    print(f"{'pools':>5}  {'run':<22} {header}")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in (10, 100, 200):
+        for n in sizes:
             items = cluster(n, mc)
-            wall, count, kinds, items = timed_run(items, Path(tmp))
-            report(n, "creating", count, wall, kinds)
+            figures, count, kinds, items = timed_run(items, Path(tmp))
+            report(n, "creating", count, figures, kinds)
             for obj in items:
                 if obj["kind"] == "Pod":
                     kubelet.set_phase(obj, "Running")
-            wall, _, _, items = timed_run(items, Path(tmp))          # records Building
-            wall, count, kinds, _ = timed_run(items, Path(tmp))
-            report(n, "steady, all building", count, wall, kinds)
+            _, _, _, items = timed_run(items, Path(tmp))             # records Building
+            figures, count, kinds, _ = timed_run(items, Path(tmp))
+            report(n, "steady, all building", count, figures, kinds)
             for obj in items:
                 if obj["kind"] == "Pod":
                     kubelet.set_phase(obj, "Succeeded")
             _, _, _, items = timed_run(items, Path(tmp))             # records Succeeded, cleans up
-            wall, count, kinds, _ = timed_run(items, Path(tmp))
-            report(n, "steady, all built", count, wall, kinds)
+            figures, count, kinds, _ = timed_run(items, Path(tmp))
+            report(n, "steady, all built", count, figures, kinds)
     return 0
 
 

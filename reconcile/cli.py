@@ -176,7 +176,8 @@ def cmd_run(args, now: datetime) -> int:
         except ClusterError as err:
             logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
     seconds = time.monotonic() - started
-    logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds))
+    logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds,
+                                                             getattr(cluster, "bytes_read", None)))
     if args.metrics_file or args.pushgateway:
         from reconcile.output import metrics
         registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,

@@ -166,6 +166,7 @@ class Request:
     subresource: str = ""
     query: dict[str, str] = field(default_factory=dict)
     group: str = ""
+    metadata_only: bool = False          # Accept: ...;as=PartialObjectMetadataList
 
 
 class Store(MemoryCluster):
@@ -364,7 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(404, "NotFound", f"{res.plural} is namespaced: a namespace is required")
         if verb == "create" and name:
             raise HttpError(405, "MethodNotAllowed", "POST to a named resource")
-        return Request(verb, res.plural, namespace, name, sub, query, res.group), res, None
+        return Request(verb, res.plural, namespace, name, sub, query, res.group,
+                       "as=PartialObjectMetadataList" in (self.headers.get("Accept") or "")), res, None
 
     def _handle(self, method: str) -> None:
         api = self.api
@@ -622,6 +624,11 @@ class _Handler(BaseHTTPRequestHandler):
         for item in page:
             item.setdefault("apiVersion", res.group_version)
             item.setdefault("kind", res.kind)
+        if "as=PartialObjectMetadataList" in (self.headers.get("Accept") or ""):
+            # metadata only, as kube-apiserver answers this Accept for any resource
+            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                    "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": i.get("metadata", {})} for i in page]}
         return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
                 "items": page}
 

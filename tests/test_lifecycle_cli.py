@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import kubelet  # examples/kubelet.py
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from reconcile.build import encoding
 from reconcile.contract import annotations as A
 from tests import factory as F
+from tests.conftest import ApiCli
 
 
 @pytest.fixture(autouse=True, params=sorted(F.BUILD_KINDS))
@@ -326,4 +328,5 @@ def test_run_ends_with_a_one_line_summary(any_cli):
     last = err.strip().splitlines()[-1]
     assert code == 2
     assert "run done: pools 1 Blocked, 1 Pending; 3 created, 2 patched, 0 deleted, 0 images deleted; " in last
-    assert last.endswith("s") and " requests; " in last
+    assert last.endswith("s") and re.search(r" \d+ requests( \(\d+ KiB read\))?; \d+\.\d\ds$", last), last
+    assert isinstance(any_cli, ApiCli) == (" KiB read)" in last)        # what a live API server sent

@@ -76,23 +76,34 @@ def test_pool_without_annotations_gets_one_guarded_add():
     assert patch.patch[1]["path"] == "/metadata/annotations"
 
 
-def test_drifted_configmap_is_patched_with_resource_version_test():
+def test_an_edited_configmap_of_ours_is_replaced_never_patched():
+    """Ours are immutable and content-addressed: someone recreated one with other content (an
+    immutable one cannot be edited), and metadata alone shows it: delete (uid precondition), create."""
     cluster = converge(F.cluster())
     cm = next(o for o in cluster.list("ConfigMap", F.NS) if "Dockerfile" in o.get("data", {}))
+    assert cm["immutable"] is True and cm["metadata"]["annotations"][naming.CONTENT_HASH] == naming.content_hash(cm)
+    with pytest.raises(Exception, match="field is immutable"):
+        cluster.patch("ConfigMap", F.NS, cm["metadata"]["name"],
+                      [{"op": "replace", "path": "/data/Dockerfile", "value": "FROM evil"}])
     pod = next(iter(cluster.list("Pod", F.NS)))
     cluster.delete("Pod", F.NS, pod["metadata"]["name"])
-    cluster.patch("ConfigMap", F.NS, cm["metadata"]["name"],
-                  [{"op": "replace", "path": "/data/Dockerfile", "value": "FROM evil"}])
+    cluster.delete("ConfigMap", F.NS, cm["metadata"]["name"])
+    edited = copy.deepcopy(cm)
+    edited["data"]["Dockerfile"] = "FROM evil"
+    edited["metadata"]["annotations"][naming.CONTENT_HASH] = naming.content_hash(edited)
+    cluster.create(edited)
     pool = cluster.get("MachineConfigPool", "", "worker")
     # the run that created it was killed before recording: pretend the pool was never annotated
     pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
-    owned = cluster.list("ConfigMap", F.NS)
+    owned = cluster.list("ConfigMap", F.NS, naming.SELECTOR, metadata_only=True)
+    assert all("data" not in o for o in owned)
     p = plan(pool, owned, mc=F.machineconfig("rendered-worker-1"))
-    (cm_patch,) = [a for a in p.actions if a.verb == "patch" and a.obj["kind"] == "ConfigMap"]
-    assert cm_patch.patch[0] == {"op": "test", "path": "/metadata/resourceVersion",
-                                 "value": cm_patch.obj["metadata"]["resourceVersion"]}
-    assert cm_patch.after["data"]["Dockerfile"] != "FROM evil"
-    assert [a.obj["kind"] for a in p.actions if a.verb == "create"] == ["Pod", "Event"]
+    verbs = [(a.verb, a.obj["kind"], a.obj["metadata"]["name"]) for a in p.actions if a.obj["kind"] != "Event"]
+    name = cm["metadata"]["name"]
+    assert verbs.index(("delete", "ConfigMap", name)) + 1 == verbs.index(("create", "ConfigMap", name))
+    assert not [a for a in p.actions if a.verb == "patch" and a.obj["kind"] in ("ConfigMap", "Secret")]
+    created = next(a.obj for a in p.actions if a.verb == "create" and a.obj["metadata"]["name"] == name)
+    assert created["data"]["Dockerfile"] != "FROM evil" and created["immutable"] is True
 
 
 def test_converged_cluster_plans_nothing():

@@ -18,6 +18,7 @@ import yaml
 from reconcile import cli
 from reconcile.cluster import lease
 from reconcile.contract import annotations as A
+from reconcile.contract import naming
 from tests import factory as F
 from tests.apiserver import APIServer, Fault, Request
 from tests.test_builders import dockercfg_secret, labelled
@@ -112,7 +113,8 @@ def lease_takeover(authorize, tmp_path):
 
 
 def drift_and_conflict(authorize, tmp_path):
-    """A killed run left drifted objects of ours; someone edits one again while we patch it."""
+    """A killed run left objects of ours that someone since recreated with other content (an
+    immutable object cannot be edited); one is recreated again while we replace it."""
     settings = [F.build_config(), F.osimageurl(),
                 dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}), F.secret("push-secret")]
     code, items = run(F.cluster(settings=settings), authorize, tmp_path)
@@ -123,20 +125,21 @@ def drift_and_conflict(authorize, tmp_path):
     for obj in F.owned(items):
         obj["data"] = {k: "ZHJpZnQ=" for k in obj["data"]} if obj["kind"] == "Secret" else \
             dict(obj["data"], Dockerfile="FROM drift") if "Dockerfile" in obj["data"] else obj["data"]
+        obj["metadata"]["annotations"][naming.CONTENT_HASH] = naming.content_hash(obj)
 
     def race(verb, resource, ns, name):
-        if verb == "patch" and resource == "configmaps" and not race.done:
-            race.done = True
-            server_store = race.server.store.store[("ConfigMap", ns, name)]
-            server_store["metadata"]["resourceVersion"] = "99999"
+        if verb == "delete" and resource == "configmaps" and not race.done:
+            race.done = True                   # recreated under us: our uid precondition fails
+            race.server.store.store[("ConfigMap", ns, name)]["metadata"]["uid"] = "someone-elses"
         return False
     race.done = False
     with APIServer(items, authorize=authorize, clock=lambda: F.NOW) as server:
         race.server = server
         server.faults.append(Fault("status", match=race, times=0))
         code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10"])
-        patched = {r.resource for r in server.log if r.verb == "patch"}
-        return code == 0 and {"configmaps", "secrets"} <= patched
+        replaced = {r.resource for r in server.log if r.verb == "delete"} & \
+            {r.resource for r in server.log if r.verb == "create"}
+        return code == 0 and race.done and {"configmaps", "secrets"} <= replaced
 
 
 def cluster_proxy(authorize, tmp_path):

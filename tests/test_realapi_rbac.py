@@ -16,6 +16,7 @@ import pytest
 
 from reconcile.cluster import lease, live
 from reconcile.contract import annotations as A
+from reconcile.contract import naming
 from tests import factory as F
 from tests import realserver
 from tests.test_builders import dockercfg_secret, labelled
@@ -76,7 +77,8 @@ def lease_takeover(real) -> bool:
 
 
 def drift_and_conflict(real) -> bool:
-    """A killed run left drifted objects of ours; someone edits one again while we patch it."""
+    """A killed run left objects of ours that someone since recreated with other content; one is
+    recreated again between our read and our delete (the real 409 of a uid precondition)."""
     real.seed(F.cluster(settings=settings("custom-pod-builder")))
     if real.run()[0] != 0:
         return False
@@ -84,31 +86,34 @@ def drift_and_conflict(real) -> bool:
     pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
     for obj in real.owned():
+        name = obj["metadata"]["name"]
+        real.api.request("DELETE", real.api.path(obj["kind"], F.NS, name))
         if obj["kind"] == "Pod":
-            real.api.request("DELETE", real.api.path("Pod", F.NS, obj["metadata"]["name"]))
             continue
-        key = "Dockerfile" if "Dockerfile" in obj.get("data", {}) else ".dockerconfigjson" \
-            if obj["kind"] == "Secret" else None
-        if key:
+        key = "Dockerfile" if "Dockerfile" in obj.get("data", {}) else ".dockerconfigjson"
+        if key in obj.get("data", {}):
             obj["data"][key] = base64.b64encode(b'{"auths": {}}').decode() if obj["kind"] == "Secret" \
                 else "FROM drift"
-            real.api.request("PUT", real.api.path(obj["kind"], F.NS, obj["metadata"]["name"]), obj)
-    original, raced = live.LiveCluster.patch, []
+            obj["metadata"]["annotations"][naming.CONTENT_HASH] = naming.content_hash(obj)
+        real.api.create(obj)
+    original, raced = live.LiveCluster.delete, []
 
-    def patch(self, kind, namespace, name, ops):
+    def delete(self, kind, namespace, name, uid=None):
         if kind == "ConfigMap" and not raced:
             raced.append(1)
-            cm = real.api.get("ConfigMap", namespace, name)
-            cm["metadata"].setdefault("labels", {})["other.io/late"] = "x"
-            real.api.request("PUT", real.api.path("ConfigMap", namespace, name), cm)
-        return original(self, kind, namespace, name, ops)
+            again = real.api.get("ConfigMap", namespace, name)
+            real.api.request("DELETE", real.api.path("ConfigMap", namespace, name))
+            real.api.create(again)                 # same content, new uid
+        return original(self, kind, namespace, name, uid)
     mark = real.api.audit_mark()
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(live.LiveCluster, "patch", patch)
+        patched.setattr(live.LiveCluster, "delete", delete)
         code, _ = real.run()
-    patched = {e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
-               if e["verb"] == "patch" and e["responseStatus"]["code"] == 200}
-    return code == 0 and {"configmaps", "secrets"} <= patched
+    audit = real.api.audit(mark, realserver.RECONCILER)
+    deleted = {e["objectRef"]["resource"] for e in audit if e["verb"] == "delete"
+               and e["responseStatus"]["code"] == 200}
+    conflicts = [e for e in audit if e["verb"] == "delete" and e["responseStatus"]["code"] == 409]
+    return code == 0 and {"configmaps", "secrets"} <= deleted and len(conflicts) == 1
 
 
 def pruning(real) -> bool:

@@ -46,8 +46,11 @@ class Unreachable(ClusterError):
 class Cluster(Protocol):
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def list(self, kind: str, namespace: str | None,
-             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]: ...
+    def list(self, kind: str, namespace: str | None, selector: Mapping[str, Any] | None = None,
+             metadata_only: bool = False) -> list[dict[str, Any]]:
+        """One LIST; `metadata_only` reads apiVersion, kind and metadata alone
+        (PartialObjectMetadataList), which is all a steady run needs of our objects."""
+        ...
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
 

@@ -49,8 +49,9 @@ class RunResult:
     def failed(self) -> bool:
         return any(o.error or o.plan.blocked for o in self.outcomes)
 
-    def summary(self, requests: int | None, seconds: float) -> str:
-        """One line closing every run: pools by state, writes by verb, requests, duration."""
+    def summary(self, requests: int | None, seconds: float, bytes_read: int | None = None) -> str:
+        """One line closing every run: pools by state, writes by verb, requests (and what they
+        read from a live API server), duration."""
         states: dict[str, int] = {}
         for o in self.outcomes:
             state = "Error" if o.error else (o.plan.state_after or "Removed")
@@ -61,7 +62,8 @@ class RunResult:
         pools = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
                 f"{writes['delete']} deleted, {deleted} images deleted; "
-                f"{requests if requests is not None else '-'} requests; {seconds:.2f}s")
+                f"{requests if requests is not None else '-'} requests"
+                f"{f' ({bytes_read / 1024:.0f} KiB read)' if bytes_read is not None else ''}; {seconds:.2f}s")
 
 
 def _do(cluster: Cluster, action: Action) -> None:
@@ -159,7 +161,8 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
         try:
             _do(cluster, action)
         except (Conflict, Invalid) as err:
-            if action.verb != "patch" or replanner is None or outcome.replanned:
+            # a patch's resourceVersion test, or a delete's uid precondition: the object changed
+            if action.verb not in ("patch", "delete") or replanner is None or outcome.replanned:
                 raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
             log.info("pool %s: %s changed under us (%s); re-reading and re-planning", plan.pool,
                      action.ref, err, extra={"pool": plan.pool})

@@ -35,6 +35,8 @@ log = logging.getLogger("reconcile")
 
 PAGE = 500
 RETRYABLE = {429, 500, 502, 503, 504}
+#: kube-apiserver answers a LIST with metadata only for this Accept (any resource, built-in or CRD)
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 MAX_LIST_RESTARTS = 3
 
 
@@ -59,14 +61,14 @@ class LiveCluster:
         self.sleep = sleep or (lambda seconds: time.sleep(seconds))
         self.clock = clock
         self.requests = 0
+        self.bytes_read = 0
         self.outcomes: Counter[tuple[str, str]] = Counter()   # (verb, outcome) for metrics
 
     # transport --------------------------------------------------------------------------------
     def _send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
-              content_type: str) -> tuple[int, Mapping[str, str], bytes]:
+              content_type: str, accept: str = "application/json") -> tuple[int, Mapping[str, str], bytes]:
         import urllib3
-        headers = {"Accept": "application/json", "Content-Type": content_type,
-                   "User-Agent": "ocl-reconciler"}
+        headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": "ocl-reconciler"}
         _, url, headers, _, _ = self.api.param_serialize(
             method, path, query_params=query, header_params=headers, auth_settings=["BearerToken"])
         remaining = max(0.1, self.deadline - self.clock())
@@ -76,6 +78,7 @@ class LiveCluster:
                 body=body,                           # the client serialises it as JSON
                 _request_timeout=(min(remaining, 10.0), min(remaining, 60.0)))
             data = resp.read()
+            self.bytes_read += len(data)
         except (urllib3.exceptions.HTTPError, OSError) as err:
             return 0, {}, str(err).encode()
         except Exception as err:           # ApiException(status=0) for TLS problems
@@ -85,11 +88,12 @@ class LiveCluster:
         return resp.status, resp.headers, data
 
     def _request(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
-                 body: Any = None, content_type: str = "application/json") -> Any:
+                 body: Any = None, content_type: str = "application/json",
+                 accept: str = "application/json") -> Any:
         attempt = 0
         while True:
             self.requests += 1
-            status, headers, data = self._send(method, path, query or [], body, content_type)
+            status, headers, data = self._send(method, path, query or [], body, content_type, accept)
             self.outcomes[(method.lower(), str(status) if status else "connection-error")] += 1
             if 200 <= status < 300:
                 return json.loads(data) if data else None
@@ -114,8 +118,8 @@ class LiveCluster:
         except NotFound:
             return None
 
-    def list(self, kind: str, namespace: str | None,
-             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+    def list(self, kind: str, namespace: str | None, selector: Mapping[str, Any] | None = None,
+             metadata_only: bool = False) -> list[dict[str, Any]]:
         query: list[tuple[str, str]] = [("limit", str(PAGE))]
         if selector:
             query.append(("labelSelector", objects.selector_string(selector)))
@@ -126,7 +130,8 @@ class LiveCluster:
         while True:
             try:
                 page = self._request("GET", _path(kind, namespace or ""),
-                                     query + ([("continue", token)] if token else []))
+                                     query + ([("continue", token)] if token else []),
+                                     accept=METADATA_ONLY if metadata_only else "application/json")
             except ClusterError as err:
                 # a continue token expires (410 Gone, reason Expired) when etcd compacted past the
                 # first page's revision: start the LIST again for one consistent view
@@ -137,6 +142,8 @@ class LiveCluster:
                 items, token = [], None
                 continue
             for item in page.get("items") or []:
+                if metadata_only:           # PartialObjectMetadata: made to look like the kind it is
+                    item["apiVersion"], item["kind"] = api_version, kind
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(item)

@@ -53,10 +53,11 @@ class MemoryCluster:
         obj = self.store.get((kind, namespace if namespaced else "", name))
         return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self, kind: str, namespace: str | None,
-             selector: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+    def list(self, kind: str, namespace: str | None, selector: Mapping[str, Any] | None = None,
+             metadata_only: bool = False) -> list[dict[str, Any]]:
         self._count("list")
-        out = [copy.deepcopy(o) for (k, ns, _), o in sorted(self.store.items())
+        out = [copy.deepcopy(objects.metadata_only(o) if metadata_only else o)
+               for (k, ns, _), o in sorted(self.store.items())
                if k == kind and (namespace is None or ns == namespace or ns == "")
                and objects.matches(selector or {}, objects.labels(o))]
         return out
@@ -98,6 +99,7 @@ class MemoryCluster:
         for field in ("uid", "name", "namespace"):
             if objects.meta(new).get(field) != objects.meta(live).get(field):
                 raise Invalid(f"{kind} {namespace}/{name}: metadata.{field} is immutable")
+        _check_immutable(live, new)
         self._stamp(new)
         self.store[_key(new)] = new
         self.writes.append(("patch", objects.ref(new)))
@@ -120,6 +122,7 @@ class MemoryCluster:
         for field in ("uid", "creationTimestamp"):
             if field in objects.meta(live):
                 new["metadata"][field] = objects.meta(live)[field]
+        _check_immutable(live, new)
         self._stamp(new)
         self.store[key] = new
         self.writes.append(("update", objects.ref(new)))
@@ -161,3 +164,14 @@ def _validate(obj: Mapping[str, Any]) -> None:
     if (not involved and own not in ("", "default")) or (involved and own != involved):
         raise Invalid(f'Event "{objects.name(obj)}" is invalid: involvedObject.namespace: Invalid value: '
                       f'"{involved}": does not match event.namespace')
+
+
+def _check_immutable(live: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An immutable ConfigMap or Secret keeps its data and stays immutable (GA since 1.21): it can
+    only be deleted (kubernetes/kubernetes pkg/apis/core/validation ValidateConfigMapUpdate)."""
+    if live.get("kind") not in ("ConfigMap", "Secret") or not live.get("immutable"):
+        return
+    fields = ("data", "binaryData", "stringData")
+    if not new.get("immutable") or any(live.get(f) != new.get(f) for f in fields):
+        raise Invalid(f"{live['kind']} \"{objects.name(live)}\" is invalid: data: Forbidden: field is "
+                      "immutable when `immutable` is set")

@@ -1,7 +1,8 @@
-"""Read the live state once, with one LIST per kind: ConfigMaps of the namespace (the settings
-and ours: a handful, so one unlabelled LIST is cheaper than a GET per settings ConfigMap), Pods
-with our label (the namespace also holds a daemon Pod per node), and the pools. The rendered
-MachineConfig and the pull and push secrets are read only when some pool needs a new build."""
+"""Read the live state once, with one LIST per kind and purpose: the namespace's ConfigMaps that
+are not ours (the settings and labelled build inputs, with their data), our ConfigMaps and Secrets
+as metadata only (their content-hash annotation says whether they are right, so a steady run never
+reads the encoded MachineConfigs), our Pods and Builds (their status matters), and the pools. The
+rendered MachineConfig and the secrets are read only when some pool needs a new build."""
 
 from __future__ import annotations
 
@@ -86,11 +87,15 @@ def _get_optional(cluster: Cluster, kind: str, namespace: str, name: str) -> dic
         return None
 
 
+#: Kinds of ours whose content a plan never needs: read as metadata only.
+CONTENT_ADDRESSED = ("ConfigMap", "Secret")
+
+
 def _list_optional(cluster: Cluster, kind: str, namespace: str,
-                   selector: dict[str, str | None]) -> list[dict[str, Any]]:
+                   selector: dict[str, Any]) -> list[dict[str, Any]]:
     """A LIST of a kind whose API group a cluster may not serve (Builds on plain Kubernetes)."""
     try:
-        return cluster.list(kind, namespace, selector)
+        return cluster.list(kind, namespace, selector, metadata_only=kind in CONTENT_ADDRESSED)
     except NotFound:
         return []
 
@@ -100,17 +105,10 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> lis
     return [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
 
 
-def _has_our_label(obj: dict[str, Any]) -> bool:
-    return objects.matches(naming.SELECTOR, objects.labels(obj))
-
-
 def observe(cluster: Cluster, namespace: str) -> Observed:
-    configmaps = cluster.list("ConfigMap", namespace)
-    owned = [o for o in configmaps if _has_our_label(o)] + [
-        o for kind in OWNED_KINDS if kind != "ConfigMap"
-        for o in _list_optional(cluster, kind, namespace, naming.SELECTOR)]
-    return Observed(namespace, read_settings(namespace, configmaps),
-                    cluster.list("MachineConfigPool", None), owned, configmaps)
+    configmaps = cluster.list("ConfigMap", namespace, {naming.MANAGED_BY: objects.ABSENT})
+    return Observed(namespace, read_settings(namespace, configmaps), cluster.list("MachineConfigPool", None),
+                    list_owned(cluster, namespace), configmaps)
 
 
 @dataclass

@@ -17,6 +17,9 @@ from typing import Any
 #: Where the settings and our build objects live unless `-n` says otherwise (the MCO's namespace).
 DEFAULT_NAMESPACE = "openshift-machine-config-operator"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+#: On every ConfigMap and Secret we create (all `immutable: true`): a hash of its content, so that
+#: metadata alone says whether it is the one wanted. One whose hash differs is replaced.
+CONTENT_HASH = "ocl-reconciler.io/content-hash"
 MANAGER = "ocl-reconciler"
 POOL_LABEL = "ocl-reconciler.io/pool"
 BUILD_ID_LABEL = "ocl-reconciler.io/build-id"
@@ -69,3 +72,17 @@ def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": False,
     }
+
+
+def content_hash(obj: Mapping[str, Any]) -> str:
+    """The hash a ConfigMap or Secret of ours carries in CONTENT_HASH: of its type and data."""
+    content = {k: obj.get(k) for k in ("type", "data", "binaryData")}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def seal(obj: dict[str, Any]) -> dict[str, Any]:
+    """Make a ConfigMap or Secret of ours immutable and content-addressed (in place; returned)."""
+    obj["immutable"] = True
+    obj.setdefault("metadata", {}).setdefault("annotations", {})[CONTENT_HASH] = content_hash(obj)
+    return obj

@@ -57,9 +57,23 @@ def sort_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     return (group(obj.get("apiVersion", "")), obj.get("kind", ""), namespace(obj), name(obj))
 
 
-def matches(selector: Mapping[str, str | None], obj_labels: Mapping[str, str]) -> bool:
-    """Equality-based label selector; a value of None means "the key exists"."""
+class _Absent:
+    """Selector value: the label must not exist (`!key`)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+def matches(selector: Mapping[str, Any], obj_labels: Mapping[str, str]) -> bool:
+    """Equality-based label selector; None means "the key exists", ABSENT "it does not"."""
     for key, value in selector.items():
+        if value is ABSENT:
+            if key in obj_labels:
+                return False
+            continue
         if key not in obj_labels:
             return False
         if value is not None and obj_labels[key] != value:
@@ -67,8 +81,13 @@ def matches(selector: Mapping[str, str | None], obj_labels: Mapping[str, str]) -
     return True
 
 
-def selector_string(selector: Mapping[str, str | None]) -> str:
-    return ",".join(k if v is None else f"{k}={v}" for k, v in selector.items())
+def selector_string(selector: Mapping[str, Any]) -> str:
+    return ",".join(f"!{k}" if v is ABSENT else k if v is None else f"{k}={v}" for k, v in selector.items())
+
+
+def metadata_only(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a PartialObjectMetadataList item holds of an object: its type and metadata."""
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": dict(meta(obj))}
 
 
 def parse_selector(text: str) -> dict[str, str | None]:

@@ -219,7 +219,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
         input_env=inputs.env, input_mounts=inputs.mounts)
-    return [dockerfile_cm, *mc_cms, *trust, *secrets, builder.render(ctx)]
+    # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
+    return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *secrets)), builder.render(ctx)]
 
 
 def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:

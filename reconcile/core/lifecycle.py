@@ -348,16 +348,19 @@ def _interrupted(ann: Mapping[str, str], ref: str | None) -> str:
 
 def _ensure(plan_: PoolPlan, want: list[dict[str, Any]],
             live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
-    """Create what is missing; patch (guarded by resourceVersion) ConfigMaps that drifted."""
+    """Create what is missing. Our ConfigMaps and Secrets are immutable and carry a hash of their
+    content: one whose hash is not the wanted one (edited, or made by an older version) is
+    replaced, deleted (with its uid as precondition) then created; its content is never read."""
     for obj in want:
         have = live.get((obj["kind"], objects.name(obj)))
         if have is None:
             plan_.actions.append(Action("create", obj))
-        elif obj["kind"] in ("ConfigMap", "Secret"):
-            ops = patches.content_ops(have, obj)
-            if ops:
-                plan_.actions.append(Action("patch", dict(have), tuple(patches.guarded(have, ops)),
-                                            patches.apply(have, ops)))
+        elif obj["kind"] in ("ConfigMap", "Secret") and _content_hash(have) != _content_hash(obj):
+            plan_.actions += [Action("delete", dict(have)), Action("create", obj)]
+
+
+def _content_hash(obj: Mapping[str, Any]) -> str | None:
+    return objects.annotations(obj).get(naming.CONTENT_HASH)
 
 
 def _attempt(ann: Mapping[str, str], builder: Builder, namespace: str, inp: desired.BuildInputs) -> int:
