@@ -489,6 +489,22 @@ class Real:
         obj["spec"]["configuration"]["name"] = rendered
         self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)
 
+    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch) -> list[int]:
+        """Right before our first DELETE of `kind`, someone deletes and recreates that object (same
+        content, a new uid), so our uid precondition fails. Returns a list that fills when it did."""
+        from reconcile.cluster import live
+        original, raced = live.LiveCluster.delete, []
+
+        def delete(cluster: Any, k: str, namespace: str, name: str, uid: str | None = None) -> None:
+            if k == kind and not raced:
+                raced.append(1)
+                again = self.api.get(k, namespace, name)
+                self.api.request("DELETE", self.api.path(k, namespace, name))
+                self.api.create(again)
+            return original(cluster, k, namespace, name, uid)
+        patcher.setattr(live.LiveCluster, "delete", delete)
+        return raced
+
     def events(self, pool: str = "worker") -> list[dict[str, Any]]:
         return [e for e in self.api.list("Event", events.NAMESPACE)
                 if e["involvedObject"]["name"] == pool]

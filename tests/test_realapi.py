@@ -300,7 +300,6 @@ def test_a_configmap_recreated_between_our_read_and_delete_is_replanned(real, mo
     """Ours are immutable: the real server refuses an edit; someone recreated one with other content.
     Metadata says so (its hash), we replace it; recreated again under us, our delete's uid
     precondition gets the real 409, we re-read and re-plan."""
-    from reconcile.cluster import live
     from reconcile.contract import naming
     real.seed(cluster("custom-pod-builder"))
     assert real.run()[0] == 0
@@ -319,16 +318,7 @@ def test_a_configmap_recreated_between_our_read_and_delete_is_replanned(real, mo
     pool["metadata"]["annotations"][A.STATE] = A.FAILED        # a build is due again
     pool["metadata"]["annotations"][A.BUILD] = "Pod/x/gone"
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
-    original, raced = live.LiveCluster.delete, []
-
-    def delete(self, kind, namespace, obj_name, uid=None):
-        if kind == "ConfigMap" and not raced:
-            raced.append(1)
-            again = real.api.get("ConfigMap", namespace, obj_name)
-            real.api.request("DELETE", real.api.path("ConfigMap", namespace, obj_name))
-            real.api.create(again)
-        return original(self, kind, namespace, obj_name, uid)
-    monkeypatch.setattr(live.LiveCluster, "delete", delete)
+    raced = real.recreate_before_our_first_delete("ConfigMap", monkeypatch)
     mark = real.api.audit_mark()
     code, err = real.run()
     assert code == 0, err

@@ -96,18 +96,9 @@ def drift_and_conflict(real) -> bool:
                 else "FROM drift"
             obj["metadata"]["annotations"][naming.CONTENT_HASH] = naming.content_hash(obj)
         real.api.create(obj)
-    original, raced = live.LiveCluster.delete, []
-
-    def delete(self, kind, namespace, name, uid=None):
-        if kind == "ConfigMap" and not raced:
-            raced.append(1)
-            again = real.api.get("ConfigMap", namespace, name)
-            real.api.request("DELETE", real.api.path("ConfigMap", namespace, name))
-            real.api.create(again)                 # same content, new uid
-        return original(self, kind, namespace, name, uid)
     mark = real.api.audit_mark()
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(live.LiveCluster, "delete", delete)
+        real.recreate_before_our_first_delete("ConfigMap", patched)
         code, _ = real.run()
     audit = real.api.audit(mark, realserver.RECONCILER)
     deleted = {e["objectRef"]["resource"] for e in audit if e["verb"] == "delete"
