@@ -93,7 +93,7 @@ def test_plan_keeps_newest_and_whatever_is_in_use():
     assert images.plan([pool], [], keep=4) == []
 
 
-def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_registry):
+def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_registry, tmp_path):
     pool, refs = pool_with_history(fake_registry, DIGESTS)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
         "machineconfiguration.openshift.io/desiredImage": refs[3]}}}
@@ -108,11 +108,12 @@ def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_regi
     assert f"# pool worker: keep image {refs[3]}: a pool or node still uses it" in out
     assert ", 1 images to delete from the registry; pools: " in out.splitlines()[-1]
     assert FakeRegistry.deleted == []                          # diff deletes nothing
-    code, after, err = any_cli.run(items)
+    code, after, err = any_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
     assert code == 0
     if isinstance(any_cli, ApiCli):
         assert FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]
         assert ", 1 images deleted; " in err.splitlines()[-1]
+        assert "ocl_images_deleted_total 1.0" in (tmp_path / "m.prom").read_text()
         assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == [refs[0], refs[1], refs[3]]
         code, again, _ = any_cli.run(after)
         assert FakeRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[2]}"]      # nothing more
