@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-object cost of `diff`: 1000 unchanged and 1000 changed Pod-sized objects (~10 KB of JSON
-each), and a 1 MiB ConfigMap. Unchanged objects take only the cheap path (projection and ==);
+each), and a 1 MiB ConfigMap. Unchanged objects take only the cheap path (normalised ==);
 changed ones the whole pipeline: JSON patch, masking, deepdiff summary and unified YAML diff.
+(Our own ConfigMaps and Secrets are compared by their content hash, never by content.)
 
 Targets (issue 6): <= 0.1 ms per unchanged object, <= 30 ms per changed object, <= 20 ms for the
 1 MiB ConfigMap compare.
@@ -9,11 +10,8 @@ Targets (issue 6): <= 0.1 ms per unchanged object, <= 30 ms per changed object, 
 
 from __future__ import annotations
 
-import base64
 import copy
-import gzip
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconcile.build import encoding  # noqa: E402
-from reconcile.core import normalize, patches  # noqa: E402
+import jsonpatch  # noqa: E402
+
+from reconcile.core import patches  # noqa: E402
 from reconcile.core.actions import Action, PoolPlan  # noqa: E402
 from reconcile.diff import view  # noqa: E402
 
@@ -63,12 +62,12 @@ def _timed(fn, items) -> float:
 
 def unchanged(pair):
     live, desired = pair
-    return normalize.project(live, desired) == desired
+    return view.comparable(live) == view.comparable(desired)
 
 
 def changed(pair):
     live, desired = pair
-    ops = patches.content_ops(live, desired, ("spec", "metadata"))
+    ops = jsonpatch.make_patch(live, desired).patch
     action = Action("patch", live, tuple(patches.guarded(live, ops)), patches.apply(live, ops))
     return view.unified([PoolPlan("p", actions=[action])])
 
@@ -93,23 +92,9 @@ def main() -> int:
           "data": {"big.txt": text}}
     other = copy.deepcopy(cm)
     other["data"]["big.txt"] = text.replace("line 7000 ", "line 7000 changed ", 1)
-    mc = {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
-          "metadata": {"name": "rendered-x"},
-          "spec": {"config": {"storage": {"files": [
-              {"path": f"/etc/f{i}",
-               "contents": {"source": "data:;base64," + base64.b64encode(os.urandom(700)).decode()}}
-              for i in range(800)]}}}}
-    ours = encoding.encode(mc)
-    spaced = json.dumps(encoding.build_view(mc), indent=1).encode()
-    theirs = base64.b64encode(gzip.compress(spaced, 1)).decode()
-    mc_live = {"metadata": {"name": "mc"}, "data": {"machineconfig.json.gz": theirs}}
-    mc_want = {"metadata": {"name": "mc"}, "data": {"machineconfig.json.gz": ours}}
     print(f"1 MiB ConfigMap ({len(text)} bytes): identical "
-          f"{per_object(lambda _: patches.content_ops(cm, cm), [0] * 20):.2f} ms, one line changed "
+          f"{per_object(lambda _: unchanged((cm, cm)), [0] * 20):.2f} ms, one line changed "
           f"{per_object(lambda _: changed((other, cm)), [0] * 5):.2f} ms (compare + diff view)")
-    assert patches.content_ops(mc_live, mc_want) == []
-    print(f"MachineConfig ConfigMap ({len(ours)} bytes encoded) written by another gzip, compared by "
-          f"decoded JSON: {per_object(lambda _: patches.content_ops(mc_live, mc_want), [0] * 5):.2f} ms")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""JSON patches that are safe under concurrency: they lead with a `test` of resourceVersion, or
-touch only keys we own (pool annotations)."""
+"""JSON patches that are safe under concurrency: they touch only keys we own (pool annotations),
+and the one that adds the whole annotations map leads with a `test` of resourceVersion."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
-
-from reconcile.core import normalize
 
 
 def pointer(*parts: str) -> str:
@@ -39,30 +37,6 @@ def annotation_ops(live: Mapping[str, Any], change: Mapping[str, str | None]) ->
 def guarded(live: Mapping[str, Any], ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rv = (live.get("metadata") or {}).get("resourceVersion")
     return ([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}] if rv else []) + ops
-
-
-def content_ops(live: Mapping[str, Any], desired: Mapping[str, Any],
-                paths: tuple[str, ...] = ("data", "metadata")) -> list[dict[str, Any]]:
-    """Ops turning the projection of `live` into `desired` for the top-level fields we own;
-    none when they are equal by the rules of `normalize`."""
-    ops: list[dict[str, Any]] = []
-    for top in paths:
-        if top not in desired:
-            continue
-        before = normalize.project(live.get(top), desired[top]) if top in live else None
-        if top == "data" and normalize.data_equal(before, desired[top]):
-            continue
-        if before == desired[top]:
-            continue
-        if top == "data" and isinstance(before, dict):
-            before = {k: (desired[top][k] if normalize.data_value_equal(k, v, desired[top].get(k)) else v)
-                      for k, v in before.items()}
-        if before is None:
-            ops.append({"op": "add", "path": pointer(top), "value": desired[top]})
-            continue
-        for op in jsonpatch.make_patch({top: before}, {top: desired[top]}).patch:
-            ops.append(op)
-    return ops
 
 
 def apply(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
