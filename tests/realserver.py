@@ -32,6 +32,8 @@ import pytest
 import yaml
 
 from reconcile import cli
+from reconcile.cluster.live import api_prefix
+from reconcile.contract import objects
 from reconcile.core import events
 from tests import factory as F
 
@@ -47,18 +49,11 @@ CRDS = (F.SHARED / "schemas/machineconfigpools.crd.yaml", F.SHARED / "schemas/ma
 BUILD_SCHEMA = F.SHARED / "schemas/jsonschema/build-build-v1.json"
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata"}]}
-#: kind -> (API path prefix, plural, namespaced): what reset() clears and load() writes.
-KINDS = {
-    "ConfigMap": ("/api/v1", "configmaps", True), "Secret": ("/api/v1", "secrets", True),
-    "Pod": ("/api/v1", "pods", True), "Event": ("/api/v1", "events", True),
-    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
-    "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
-    "Build": ("/apis/build.openshift.io/v1", "builds", True),
-    "MachineConfigPool": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigpools", False),
-    "MachineConfig": ("/apis/machineconfiguration.openshift.io/v1", "machineconfigs", False),
-    "Proxy": ("/apis/config.openshift.io/v1", "proxies", False), "Node": ("/api/v1", "nodes", False),
-    "Namespace": ("/api/v1", "namespaces", False),
-}
+#: kind -> (API path prefix, plural, namespaced): what reset() clears and load() writes; the
+#: product's kinds table, plus what only the harness writes
+KINDS = {kind: (api_prefix(api_version), plural, namespaced)
+         for kind, (api_version, namespaced, plural) in objects.KINDS.items()} | {
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True), "Namespace": ("/api/v1", "namespaces", False)}
 STATUS_KINDS = {"Pod", "Build", "MachineConfigPool", "Proxy", "Node"}
 NAMESPACES = (F.NS, "openshift-config")
 #: where scenarios leave objects: ours, plus `default` for Events about pools

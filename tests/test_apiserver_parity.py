@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from reconcile.core import desired
 from tests import factory as F
 from tests.apiserver import APIServer
 from tests.test_builders import generate
@@ -120,11 +119,3 @@ def test_the_stand_in_answers_as_the_real_server_does(server):
         ("Event about a pool in default", 201), ("the same Event again", 409), ("invalid name", 422),
         ("our Build", 201), ("delete", 200), ("delete missing", 404)]
     assert imitation == real
-
-
-def test_build_args_we_render_are_what_a_build_takes(server):
-    """The Build CRD made from openshift/api's schema keeps buildArgs as EnvVar objects; a Build uses
-    only name and value of them (openshift-docs), so we render nothing else."""
-    build = generate("openshift-image-builder", desired.Material())[-1]
-    args = build["spec"]["strategy"]["dockerStrategy"]["buildArgs"]
-    assert all(set(a) <= {"name", "value"} for a in args)

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile.build import imageref
-from reconcile.build.auth import DOCKERCONFIGJSON
+from reconcile.build import auth, imageref
 
 BUILD_CONFIG = "on-cluster-build-config"
 OSIMAGEURL = "machine-config-osimageurl"
@@ -127,7 +126,6 @@ def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] 
                  namespace: str) -> None:
     """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
     we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
-    from reconcile.build import auth
     if secret is None:
         raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
                             f"{settings_key!r}) not found")
@@ -136,7 +134,7 @@ def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] 
         kind = secret.get("type", "Opaque")
         raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
                             f"{settings_key!r}) is of type {kind} without key .dockerconfigjson; "
-                            f"want type {DOCKERCONFIGJSON}")
+                            f"want type {auth.DOCKERCONFIGJSON}")
     try:
         auth.auths(secret)
     except auth.AuthError:

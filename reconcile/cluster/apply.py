@@ -34,7 +34,6 @@ class Replanner(Protocol):
 class Outcome:
     plan: PoolPlan
     error: str = ""
-    writes: int = 0
     replanned: bool = False
     error_reason: str = ""
     events_lost: int = 0
@@ -114,13 +113,12 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Deleter | None, o
             continue
         gone.append(image)
         log.info("deleted image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
-    if gone:
-        ops = action.patch if len(gone) == len(action.images) else tuple(images.history_ops(action.obj, gone))
+    if gone:            # the history keeps what could not be deleted, for the next run
         try:
-            cluster.patch("MachineConfigPool", "", objects.name(action.obj), list(ops))
+            ops = images.history_ops(action.obj, gone)
+            cluster.patch("MachineConfigPool", "", objects.name(action.obj), ops)
         except ClusterError as err:
             raise WriteError(f"patch {action.ref} (image history): {err}", err.status) from None
-        outcome.writes += 1
         outcome.images_deleted += len(gone)
     if failed:
         raise RegistryFailure(f"image pruning: {'; '.join(failed)}")
@@ -153,10 +151,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
             _prune(cluster, action, deleter, outcome)
             continue
         if action.verb == "create" and action.obj.get("kind") == "Event":
-            if _tell(cluster, action, plan.pool):
-                outcome.writes += 1
-            else:
-                outcome.events_lost += 1
+            outcome.events_lost += not _tell(cluster, action, plan.pool)
             continue
         try:
             _do(cluster, action)
@@ -174,7 +169,6 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
             return
         except ClusterError as err:
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
-        outcome.writes += 1
         log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})
 
 

@@ -47,9 +47,14 @@ class ConnectError(Exception):
     """No usable kubeconfig or in-cluster configuration."""
 
 
+def api_prefix(api_version: str) -> str:
+    """The REST path of an API version: the core group under /api, the others under /apis."""
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+
+
 def _path(kind: str, namespace: str, name: str = "") -> str:
     api_version, namespaced, plural = objects.KINDS[kind]
-    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    prefix = api_prefix(api_version)
     base = f"{prefix}/namespaces/{urllib.parse.quote(namespace)}/{plural}" if namespaced and namespace \
         else f"{prefix}/{plural}"
     return f"{base}/{urllib.parse.quote(name)}" if name else base
@@ -147,8 +152,9 @@ class LiveCluster:
             for item in page.get("items") or []:
                 if metadata_only:           # PartialObjectMetadata: made to look like the kind it is
                     item["apiVersion"], item["kind"] = api_version, kind
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind)
+                else:
+                    item.setdefault("apiVersion", api_version)
+                    item.setdefault("kind", kind)
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:

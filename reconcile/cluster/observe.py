@@ -19,7 +19,7 @@ from reconcile.contract.problem import Problem
 from reconcile.core import desired, images, lifecycle
 from reconcile.core.actions import PoolPlan
 
-#: Kinds whose objects we create, hence LIST with our selector (ConfigMaps come from the full LIST).
+#: Kinds whose objects we create, hence LIST with our selector.
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
 
 
@@ -164,9 +164,11 @@ class Planner:
         from reconcile.build import auth
         found = self.seen.settings
         assert isinstance(found, Settings)
-        secret = self.cluster.get("Secret", found.namespace, found.push_secret)
+        ns, name = settings.secret_location(found.namespace, found.push_secret)
+        secret = (self.material.secrets.get(found.push_secret) if self.material else None) \
+            or self.cluster.get("Secret", ns, name)           # read once if a build already did
         if secret is None:
-            raise auth.AuthError(f"Secret {found.namespace}/{found.push_secret} not found")
+            raise auth.AuthError(f"Secret {ns}/{name} not found")
         return auth.auths(secret)
 
     def plan(self) -> list[PoolPlan]:
