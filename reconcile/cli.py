@@ -142,6 +142,9 @@ def _observe(cluster, args, now: datetime):
     try:
         seen = observe.observe(cluster, args.namespace)
         planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
+        if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
+            from reconcile import registry
+            planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None))
         return seen, planner, planner.plan()
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
@@ -150,7 +153,6 @@ def _observe(cluster, args, now: datetime):
 def cmd_run(args, now: datetime) -> int:
     import logging
 
-    from reconcile import registry
     from reconcile.cluster import ClusterError, apply, lease, snapshot
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
@@ -167,9 +169,7 @@ def cmd_run(args, now: datetime) -> int:
         return EXIT_OK
     try:
         seen, planner, plans = _observe(cluster, args, now)
-        # a snapshot is a simulation: it never deletes real images, it says what it would delete
-        deleter = None if args.snapshot else registry.Deleter(planner.push_auths, cluster.deadline)
-        result = apply.execute(cluster, plans, now, planner, deleter)
+        result = apply.execute(cluster, plans, now, planner, planner.registry_client)
     finally:
         try:
             lease.release(cluster, held)

@@ -1,5 +1,6 @@
-"""Deleting images from a registry through the registry API (Docker Registry HTTP API v2), with the
-push secret's credentials: basic auth, or the bearer-token dance when the registry asks for it.
+"""Asking a registry whether it still has an image (`HEAD`, before reusing it) and deleting images
+(pruning), through the registry API (Docker Registry HTTP API v2), with the push secret's
+credentials: basic auth, or the bearer-token dance when the registry asks for it.
 Loopback registries are spoken to over plain HTTP, as container tools treat 127.0.0.0/8."""
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def _token(challenge: str, basic: str | None, timeout: float) -> str | None:
     return body.get("token") or body.get("access_token")
 
 
-def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
-    """Delete a digested image's manifest. Returns "deleted", "not found" or "deletion disabled"
-    (neither of the last two is an error); raises RegistryError otherwise."""
+def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float) -> int:
+    """The status of an authorised request for a digested image's manifest: 2xx, 404 or 405;
+    anything else raises RegistryError."""
     host, path, digest = _split(image)
     entry = auths.get(host) or auths.get(f"https://{host}") or {}
     basic = entry.get("auth")
@@ -65,15 +66,13 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
     url = f"{_base(host)}/v2/{path}/manifests/{digest}"
     headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {})}
     for _ in range(2):
-        request = urllib.request.Request(url, method="DELETE", headers=headers)
+        request = urllib.request.Request(url, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout):
-                return "deleted"
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                return resp.status
         except urllib.error.HTTPError as err:
-            if err.code == 404:
-                return "not found"
-            if err.code == 405:
-                return "deletion disabled"
+            if err.code in (404, 405):
+                return err.code
             challenge = err.headers.get("WWW-Authenticate", "")
             if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
                     "Authorization", ""):
@@ -91,15 +90,30 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
     raise RegistryError(f"{image}: not authorised by the registry")
 
 
-class Deleter:
-    """What the executor deletes images with: credentials read once, when first needed, and
+def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
+    """Delete a digested image's manifest. Returns "deleted", "not found" or "deletion disabled"
+    (neither of the last two is an error); raises RegistryError otherwise."""
+    return {404: "not found", 405: "deletion disabled"}.get(_send("DELETE", image, auths, timeout), "deleted")
+
+
+def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> bool:
+    """Does the registry still have a digested image's manifest (`HEAD`)? False only for a 404;
+    raises RegistryError when it cannot say."""
+    status = _send("HEAD", image, auths, timeout)
+    if status == 405:
+        raise RegistryError(f"{image}: the registry answered 405 to HEAD")
+    return status != 404
+
+
+class Client:
+    """What a run talks to the registry with: credentials read once, when first needed, and
     every request bounded by the run's deadline (monotonic clock)."""
 
     def __init__(self, auths: Callable[[], Mapping[str, Any]], deadline: float | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self._auths, self._cached, self.deadline, self.clock = auths, None, deadline, clock
 
-    def delete(self, image: str) -> str:
+    def _ready(self, image: str) -> tuple[Mapping[str, Any], float]:
         timeout = 30.0
         if self.deadline is not None:
             timeout = min(timeout, self.deadline - self.clock())
@@ -110,4 +124,10 @@ class Deleter:
                 self._cached = dict(self._auths())
             except ValueError as err:            # auth.AuthError: a bad or missing push secret
                 raise RegistryError(f"no registry credentials: {err}") from None
-        return delete(image, self._cached, timeout)
+        return self._cached, timeout
+
+    def delete(self, image: str) -> str:
+        return delete(image, *self._ready(image))
+
+    def exists(self, image: str) -> bool:
+        return exists(image, *self._ready(image))

@@ -61,6 +61,13 @@ def any_cli(request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.Captu
     return (ApiCli if request.param == "api" else Cli)(tmp_path, capsys)
 
 
+@pytest.fixture(params=sorted(factory.BUILD_KINDS))
+def builder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The scenario runs for both image builders; the value is the build object's kind."""
+    monkeypatch.setattr(factory, "BUILDER", request.param)
+    return factory.BUILD_KINDS[request.param]
+
+
 @pytest.fixture
 def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")

@@ -13,12 +13,7 @@ from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.conftest import ApiCli
 
-
-@pytest.fixture(autouse=True, params=sorted(F.BUILD_KINDS))
-def builder(request, monkeypatch):
-    """Every scenario runs for both image builders."""
-    monkeypatch.setattr(F, "BUILDER", request.param)
-    return F.BUILD_KINDS[request.param]
+pytestmark = pytest.mark.usefixtures("builder")        # every scenario, for both image builders
 
 
 def ann(items, pool="worker"):

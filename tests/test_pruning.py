@@ -4,10 +4,6 @@ real docker-registry in the realbuild suite."""
 
 from __future__ import annotations
 
-import base64
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from reconcile import registry
@@ -15,53 +11,13 @@ from reconcile.contract import annotations as A
 from reconcile.core import images
 from tests import factory as F
 from tests.conftest import ApiCli
-
-DIGESTS = ["sha256:" + c * 64 for c in "1234"]
-
-
-class FakeRegistry(BaseHTTPRequestHandler):
-    """DELETE /v2/<name>/manifests/<digest>: 401 without the right basic auth, 405 when deletion
-    is disabled, 404 for unknown digests, else 202."""
-    manifests: set = set()
-    deletion = True
-    user = "pusher:s3cret"
-    deleted: list = []
-
-    def log_message(self, *a):
-        pass
-
-    def do_DELETE(self):
-        expected = "Basic " + base64.b64encode(self.user.encode()).decode()
-        if self.headers.get("Authorization") != expected:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="registry"')
-        elif not type(self).deletion:
-            self.send_response(405)
-        else:
-            digest = self.path.rsplit("/", 1)[1]
-            if digest in type(self).manifests:
-                type(self).manifests.discard(digest)
-                type(self).deleted.append(self.path)
-                self.send_response(202)
-            else:
-                self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+from tests.fakeregistry import DIGESTS, BearerRegistry, FakeRegistry, auths, serve
 
 
 @pytest.fixture
 def fake_registry():
-    FakeRegistry.manifests, FakeRegistry.deleted, FakeRegistry.deletion = set(DIGESTS), [], True
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeRegistry)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def auths(host, user="pusher:s3cret"):
-    return {host: {"auth": base64.b64encode(user.encode()).decode()}}
+    with serve(FakeRegistry) as host:
+        yield host
 
 
 def test_registry_delete_outcomes(fake_registry):
@@ -125,57 +81,26 @@ def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_regi
 def test_a_success_adds_to_the_history_which_stays_bounded(run_cli):
     import kubelet
     started = run_cli.run(F.cluster())[1]
+    (pod,) = [o for o in started if o["kind"] == "Pod"]
     done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started])[1]
     a = F.the_pool(done)["metadata"]["annotations"]
-    assert a[A.IMAGES] == a[A.IMAGE]
+    # the entry says which build id (the build object's label) produced the image
+    assert a[A.IMAGES] == f"{pod['metadata']['labels']['ocl-reconciler.io/build-id']}={a[A.IMAGE]}"
     old = [f"r.example.com/os@sha256:{i:064x}" for i in range(60)]
     pool = F.pool(annotations={A.IMAGES: " ".join(old), A.REBUILD: "x"})
     started = run_cli.run(F.cluster(pool), "--keep-images", "-1")[1]
     done = run_cli.run([kubelet.set_phase(o, "Succeeded") if o["kind"] == "Pod" else o for o in started],
                        "--keep-images", "-1")[1]
     images = F.the_pool(done)["metadata"]["annotations"][A.IMAGES].split()
-    assert len(images) == A.IMAGES_LIMIT and images[1:] == old[:A.IMAGES_LIMIT - 1]
-
-
-class BearerRegistry(FakeRegistry):
-    """Token auth as Docker Hub and Quay do it: a 401 challenge, a token for basic credentials."""
-
-    def do_GET(self):
-        expected = "Basic " + base64.b64encode(self.user.encode()).decode()
-        ok = self.path.startswith("/token?") and self.headers.get("Authorization") == expected
-        body = b'{"token": "tok-123"}' if ok else b"{}"
-        self.send_response(200 if ok else 401)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_DELETE(self):
-        if self.headers.get("Authorization") != "Bearer tok-123":
-            self.send_response(401)
-            host = self.headers.get("Host")
-            self.send_header("WWW-Authenticate", f'Bearer realm="http://{host}/token",service="reg",'
-                                                 'scope="repository:ocl/os-image:delete"')
-        else:
-            type(self).deleted.append(self.path)
-            self.send_response(202)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+    assert len(images) == A.IMAGES_LIMIT and images[1:] == old[:A.IMAGES_LIMIT - 1]   # older entries kept as written
 
 
 def test_registry_bearer_token_flow():
-    BearerRegistry.deleted = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BearerRegistry)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    host = f"127.0.0.1:{server.server_address[1]}"
-    try:
+    with serve(BearerRegistry) as host:
         assert registry.delete(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host)) == "deleted"
         assert BearerRegistry.deleted == [f"/v2/ocl/os-image/manifests/{DIGESTS[0]}"]
         with pytest.raises(registry.RegistryError):
             registry.delete(f"{host}/ocl/os-image@{DIGESTS[1]}", auths(host, "pusher:wrong"))
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_keep_zero_never_deletes_what_a_pool_uses(run_cli):
@@ -225,7 +150,7 @@ def test_a_registry_failure_is_the_pools_error_not_blocked(fake_registry, tmp_pa
 
 def test_registry_deletes_are_bounded_by_the_runs_deadline():
     clock = iter([100.0])
-    deleter = registry.Deleter(lambda: {}, deadline=99.0, clock=lambda: next(clock))
+    deleter = registry.Client(lambda: {}, deadline=99.0, clock=lambda: next(clock))
     with pytest.raises(registry.RegistryError) as err:
         deleter.delete("r.example.com/os@" + DIGESTS[0])
     assert "deadline" in str(err.value)

@@ -97,7 +97,7 @@ class RegistryFailure(ClusterError):
     """Some images could not be deleted from the registry; the message says which and why."""
 
 
-def _prune(cluster: Cluster, action: Action, deleter: registry.Deleter | None, outcome: Outcome) -> None:
+def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, outcome: Outcome) -> None:
     pool = outcome.plan.pool
     if deleter is None:
         for image in action.images:
@@ -145,7 +145,7 @@ def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
 
 
 def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None,
-              deleter: registry.Deleter | None) -> None:
+              deleter: registry.Client | None) -> None:
     for action in plan.actions:
         if action.verb == "prune":
             _prune(cluster, action, deleter, outcome)
@@ -173,7 +173,7 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
 
 
 def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
-            replanner: Replanner | None = None, deleter: registry.Deleter | None = None) -> RunResult:
+            replanner: Replanner | None = None, deleter: registry.Client | None = None) -> RunResult:
     """`deleter` deletes images from the registry; None (a snapshot run) only says what it would."""
     result = RunResult()
     for plan in plans:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconcile import registry
 from reconcile.build import builders, buildinputs, proxy, settings
 from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, NotFound
@@ -124,6 +125,22 @@ class Planner:
     machineconfigs: dict[str, Any] = field(default_factory=dict)
     material: desired.Material | None = None
     nodes: list[dict[str, Any]] | None = None
+    #: the registry, for reuse checks and pruning; None on a snapshot (both are simulated)
+    registry_client: registry.Client | None = None
+    lookups: dict[str, images.Lookup] = field(default_factory=dict)
+
+    def _lookup(self, image: str) -> images.Lookup:
+        """Does the registry still have an image we would reuse? Asked once per run; a failure
+        to ask is an answer too (the pool builds, saying so): an optimisation never blocks."""
+        if image not in self.lookups:
+            if self.registry_client is None:
+                self.lookups[image] = images.Lookup(image, True, simulated=True)
+            else:
+                try:
+                    self.lookups[image] = images.Lookup(image, self.registry_client.exists(image))
+                except registry.RegistryError as err:
+                    self.lookups[image] = images.Lookup(image, None, str(err))
+        return self.lookups[image]
 
     def _read(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
@@ -133,9 +150,11 @@ class Planner:
 
     def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
               ) -> list[PoolPlan]:
-        """Decide every pool first (pure), read the MachineConfigs and build material only for
-        the transitions that make a new build, then build each transition's actions (pure)."""
-        decisions = lifecycle.decide_cluster(self.seen.settings, pools, owned, only)
+        """Decide every pool first (pure), ask the registry about images a build could reuse, read
+        the MachineConfigs and build material only for the transitions that still make a new
+        build, then build each transition's actions (pure)."""
+        decisions = [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
+                     for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only)]
         due = [d for d in decisions if d.needs_build]
         if due:
             self._read(d.inputs.rendered_config for d in due)

@@ -33,6 +33,8 @@ class PoolPlan:
     actions: list[Action] = field(default_factory=list)
     #: What the plan decided not to do, for people (images kept because something uses them).
     notes: list[str] = field(default_factory=list)
+    #: The lifecycle transition (README "Lifecycle"), e.g. "START", "REUSE".
+    transition: str = ""
 
     @property
     def blocked(self) -> bool:

@@ -1,5 +1,8 @@
 """Kubernetes Events on the pool, one per state change, named from the transition itself
-(pool uid, new state, build or rendered config, reason) so that a rerun never duplicates one.
+(pool uid, the time of the pool's previous transition, new state, reason, build or image) so that
+a rerun never duplicates one (the previous transition time changes only once the state is
+recorded, after the Event), while a later transition to the same state, a second rollback to
+the same image for instance, is a new Event.
 
 They live in `default`: a core/v1 Event about a cluster-scoped object (a MachineConfigPool) with no
 `eventTime` must be in namespace "" or `default`, else kube-apiserver answers 422
@@ -23,13 +26,18 @@ NAMESPACE = "default"
 REASONS = {A.PENDING: ("BuildStarted", "Normal"), A.BUILDING: ("BuildRunning", "Normal"),
            A.SUCCEEDED: ("BuildSucceeded", "Normal"), A.FAILED: ("BuildFailed", "Warning"),
            A.BLOCKED: ("Blocked", "Warning")}
+#: A success that reused an image instead of building one.
+REUSED = "BuildReused"
 
 
-def event(pool: Mapping[str, Any], state: str, subject: str, message: str,
-          time: str) -> dict[str, Any]:
-    reason, kind = REASONS[state]
+def event(pool: Mapping[str, Any], state: str, subject: str, message: str, time: str,
+          reason: str | None = None, since: str = "") -> dict[str, Any]:
+    """`since`: the pool's previous transition time; `reason` overrides the state's."""
+    default, kind = REASONS[state]
+    reason = reason or default
     uid = objects.meta(pool).get("uid", "")
-    key = "|".join((uid, objects.name(pool), state, subject, message if state == A.BLOCKED else ""))
+    key = "|".join((uid, objects.name(pool), since, state, reason, subject,
+                    message if state == A.BLOCKED else ""))
     name = f"{naming.pool_label(objects.name(pool))}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     text = message or {A.PENDING: f"started {subject}", A.BUILDING: f"{subject} is running",
                        A.SUCCEEDED: f"built {subject}"}.get(state, state)

@@ -1,9 +1,16 @@
-"""Image pruning: when a newer image succeeds, images of the pool's superseded builds are deleted
-from the registry, keeping the newest N and never one that a pool's newestImageEquivalentConfig or
-a node's current or desired image refers to. The history lives on the pool
-(`ocl-reconciler.io/images`, newest first), so a killed run prunes on the next one. Pure: it
-makes "prune" actions of the pool's plan; the planner lists the nodes, the executor talks to the
-registry."""
+"""The pool's image history, and the two things it is for.
+
+The history lives on the pool (`ocl-reconciler.io/images`): `<build id>=<image>` entries, newest
+(most recently used) first, so that it says which build id produced which digested image.
+
+- Reuse: a pool that needs a build whose id already produced an image (a rollback) reuses that
+  image when the registry still has it; the shell asks the registry (`Lookup`), as machine-os-builder
+  does before reusing an image (openshift/machine-config-operator #5268).
+- Pruning: when a newer image succeeds, images of the pool's superseded builds are deleted from the
+  registry, keeping the newest N entries (their build ids stay reusable) and never an image that a
+  pool's newestImageEquivalentConfig or a node's current or desired image refers to. A killed run
+  prunes on the next one. Pure: it makes "prune" actions of the pool's plan; the planner lists the
+  nodes, the executor talks to the registry."""
 
 from __future__ import annotations
 
@@ -20,8 +27,43 @@ NODE_IMAGES = ("machineconfiguration.openshift.io/currentImage",
                "machineconfiguration.openshift.io/desiredImage")
 
 
+def entries(pool: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(build id, image), newest first; an entry written before build ids were recorded (an image
+    alone) has the id ""."""
+    out = []
+    for item in objects.annotations(pool).get(A.IMAGES, "").split():
+        build_id, sep, image = item.partition("=")
+        out.append((build_id, image) if sep else ("", item))
+    return out
+
+
 def history(pool: Mapping[str, Any]) -> list[str]:
-    return objects.annotations(pool).get(A.IMAGES, "").split()
+    return [image for _, image in entries(pool)]
+
+
+def _format(items: Iterable[tuple[str, str]]) -> str:
+    return " ".join(f"{b}={i}" if b else i for b, i in items)
+
+
+def produced(pool: Mapping[str, Any], build_id: str) -> str | None:
+    """The image the history says `build_id` produced, if any."""
+    return next((image for b, image in entries(pool) if b == build_id), None)
+
+
+def recorded(pool: Mapping[str, Any], build_id: str, image: str) -> str:
+    """The history once `build_id` produced (or reused) `image`: that entry first, bounded. Another
+    build id's entry of the same image stays (both ids may reuse it); a bare old entry of it goes."""
+    rest = [(b, i) for b, i in entries(pool) if b != build_id and (b or i != image)]
+    return _format([(build_id, image)] + rest[:A.IMAGES_LIMIT - 1])
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the registry said of an image that the history maps the wanted build id to."""
+    image: str
+    found: bool | None          # None: the registry could not be asked; `detail` says why
+    detail: str = ""
+    simulated: bool = False     # a snapshot run: not asked, taken as there
 
 
 def pending(pools: Iterable[Mapping[str, Any]], keep: int) -> bool:
@@ -42,7 +84,8 @@ def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
     in_use |= {objects.annotations(n).get(key) for n in nodes for key in NODE_IMAGES}
     out = []
     for pool in sorted(pools, key=objects.name):
-        candidates = history(pool)[keep:]
+        kept = history(pool)[:keep]                 # their build ids stay reusable
+        candidates = [i for i in dict.fromkeys(history(pool)[keep:]) if i not in kept]
         if candidates:
             out.append(Prune(pool, tuple(i for i in candidates if i not in in_use),
                              tuple(i for i in candidates if i in in_use)))
@@ -50,10 +93,10 @@ def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
 
 
 def remaining(pool: Mapping[str, Any], gone: Iterable[str]) -> str:
-    """The history after pruning: all but the images deleted (candidates are never among the
-    newest N, so what is kept stays)."""
+    """The history after pruning: all but the entries of the images deleted (candidates are never
+    among the newest N, so what is kept stays)."""
     gone = set(gone)
-    return " ".join(i for i in history(pool) if i not in gone)
+    return _format((b, i) for b, i in entries(pool) if i not in gone)
 
 
 def history_ops(pool: Mapping[str, Any], gone: Iterable[str]) -> list[dict[str, Any]]:

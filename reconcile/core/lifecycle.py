@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +22,7 @@ from reconcile.build.settings import Settings
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, events, patches
+from reconcile.core import desired, events, images, patches
 from reconcile.core.actions import Action, PoolPlan
 
 #: Passed as a MachineConfig that does not exist.
@@ -35,6 +35,10 @@ class Transition(enum.Enum):
              "rendered config, settings, custom Dockerfile or rebuild token)",
              "create the ConfigMaps (our auth Secrets where needed) and the Pod or Build; delete the "
              "older builds' objects (a running one is interrupted: the message says which); `Pending`")
+    REUSE = ("the same, but the pool's image history says this build id already produced an image "
+             "(a rollback) and the registry still has its manifest",
+             "build nothing: record that image, `Succeeded`, `reused <image> of build <id>`, Event "
+             "`BuildReused`; delete the older builds' objects")
     PROGRESS = ("Pod `Pending` / `Running` (Build `New`, `Pending` / `Running`)", "`Pending` / `Building`")
     SUCCEED = ("Pod `Succeeded` with a digest in its termination message (Build `Complete` with "
                "`imageDigest`)", "record the image; `Succeeded`; delete the build's objects")
@@ -74,6 +78,9 @@ class Observation:
     has_image: bool
     build: BuildStatus | None             # the current attempt's build object, read by its builder
     attempts_left: bool
+    #: the registry has the image the history maps this build id to (asked only for a START or
+    #: RETRY, see `with_lookup`)
+    reusable: bool = False
 
 
 def decide(o: Observation) -> Transition:
@@ -82,6 +89,8 @@ def decide(o: Observation) -> Transition:
             return Transition.BUILT
         case Observation(at_ref=True, recorded=A.FAILED | A.INTERRUPTED):
             return Transition.STAY_FAILED
+        case Observation(reusable=True):
+            return Transition.REUSE
         case Observation(build=BuildStatus(state=A.FAILED, transient=True), attempts_left=False):
             return Transition.GIVE_UP
         case Observation(build=BuildStatus(state=A.FAILED, transient=True)):
@@ -116,10 +125,22 @@ class Decision:
     stale: tuple[Mapping[str, Any], ...] = ()           # objects of older build ids
     build_obj: Mapping[str, Any] | None = None
     status: BuildStatus | None = None
+    observed: Observation | None = None
+    #: START, RETRY: the image the history maps the build id to; the shell asks the registry
+    #: about it and passes the answer to `with_lookup`
+    candidate: str | None = None
+    lookup: images.Lookup | None = None
 
     @property
     def needs_build(self) -> bool:
         return self.transition in NEEDS_BUILD
+
+
+def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
+    """The decision once the registry said whether it has the candidate image: REUSE if it does."""
+    assert d.observed is not None and lookup.image == d.candidate
+    observed = replace(d.observed, reusable=bool(lookup.found))
+    return replace(d, transition=decide(observed), observed=observed, lookup=lookup)
 
 
 def rfc3339(now: datetime) -> str:
@@ -154,8 +175,11 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS)
-    return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
-                    attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status)
+    transition = decide(observed)
+    candidate = images.produced(pool, inp.build_id) if transition in NEEDS_BUILD else None
+    return Decision(transition, name, pool, settings=settings, builder=builder, inputs=inp,
+                    attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
+                    observed=observed, candidate=candidate)
 
 
 def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
@@ -196,10 +220,11 @@ class _Step:
     def ann(self) -> Mapping[str, str]:
         return objects.annotations(self.d.pool or {})
 
-    def record(self, state: str, message: str = "", **extra: str | None) -> None:
+    def record(self, state: str, message: str = "", reason: str | None = None, **extra: str | None) -> None:
+        """Write the state (and `extra` keys) on the pool; `reason` overrides the Event's."""
         self.plan.state_after, self.plan.message = state, message
         _annotate(self.plan, self.d.pool or {}, {A.STATE: state, A.MESSAGE: A.one_line(message), **self.base,
-                                                 **extra}, self.now)
+                                                 **extra}, self.now, reason)
 
     def delete(self, objs: Iterable[Mapping[str, Any]]) -> None:
         for obj in sorted(objs, key=objects.sort_key):
@@ -217,11 +242,26 @@ def _stay_failed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Mater
 
 
 def _succeed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    image = f"{s.d.settings.repo}@{s.d.status.digest}"      # both parts validated already
-    earlier = [i for i in s.ann.get(A.IMAGES, "").split() if i != image]
-    s.record(A.SUCCEEDED, **{A.IMAGE: image, A.BUILT_CONFIG: s.d.inputs.rendered_config,
-                             A.IMAGES: " ".join(([image] + earlier)[:A.IMAGES_LIMIT])})
+    _record_image(s, f"{s.d.settings.repo}@{s.d.status.digest}")      # both parts validated already
     s.delete(s.d.current + s.d.stale)
+
+
+def _reuse(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The registry still has the image this build id produced: record it, build nothing."""
+    d, image = s.d, s.d.lookup.image
+    message = "; ".join(m for m in (f"reused {image} of build {d.inputs.build_id}",
+                                     _interrupted(s.ann, s.base[A.BUILD])) if m)
+    if d.lookup.simulated:
+        s.plan.notes.append(f"reuse {image}: a snapshot run does not ask the registry; a live run "
+                            "reuses it only if the registry still has it")
+    _record_image(s, image, message, reason=events.REUSED)
+    s.delete(d.current + d.stale)
+
+
+def _record_image(s: _Step, image: str, message: str = "", reason: str | None = None) -> None:
+    inp = s.d.inputs
+    s.record(A.SUCCEEDED, message, reason, **{A.IMAGE: image, A.BUILT_CONFIG: inp.rendered_config,
+                                              A.IMAGES: images.recorded(s.d.pool, inp.build_id, image)})
 
 
 def _progress(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
@@ -254,10 +294,12 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
         return _blocked(s, str(err))
     _ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
+    not_reused = _not_reused(d.lookup)
     if retry:
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
+        s.plan.notes += [not_reused] if not_reused else []     # the message keeps attempts only
     else:
-        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]),
+        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), not_reused,
                                          desired.build_inputs(d.builder, material).note) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
                    A.ATTEMPT: str(attempt)})
@@ -281,7 +323,8 @@ def _blocked(s: _Step, message: str) -> None:
 
 
 ACTIONS: dict[Transition, Callable[[_Step, Mapping[str, Any] | None, desired.Material | None], None]] = {
-    Transition.START: _start, Transition.RETRY: _start, Transition.PROGRESS: _progress,
+    Transition.START: _start, Transition.RETRY: _start, Transition.REUSE: _reuse,
+    Transition.PROGRESS: _progress,
     Transition.SUCCEED: _succeed, Transition.FAIL: _progress, Transition.STAY_FAILED: _stay_failed,
     Transition.GIVE_UP: _give_up, Transition.BUILT: _built, Transition.OPT_OUT: _opt_out,
     Transition.POOL_GONE: _pool_gone,
@@ -293,7 +336,8 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
          material: desired.Material | None = None) -> PoolPlan:
     """The actions of a decided transition. `machineconfig` (or MISSING) and `material` matter
     only to transitions in NEEDS_BUILD, so only then does the shell read them."""
-    step = _Step(d, PoolPlan(d.pool_name, objects.annotations(d.pool or {}).get(A.STATE)), now)
+    step = _Step(d, PoolPlan(d.pool_name, objects.annotations(d.pool or {}).get(A.STATE),
+                             transition=d.transition.name), now)
     if d.inputs is not None and d.settings is not None:
         step.base = {A.RENDERED: d.inputs.rendered_config,
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
@@ -320,15 +364,20 @@ def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], o
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def _annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None], now: datetime) -> None:
+def _annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | None], now: datetime,
+              reason: str | None = None) -> None:
     current = objects.annotations(pool)
-    if wanted.get(A.STATE) and wanted[A.STATE] != current.get(A.STATE):
+    # a transition: a new state, or the same state about another build (a reuse after a success,
+    # a new build interrupting a pending one)
+    if wanted.get(A.STATE) and (wanted[A.STATE] != current.get(A.STATE)
+                                or (A.BUILD in wanted and wanted[A.BUILD] != current.get(A.BUILD))):
         wanted[A.TRANSITION] = rfc3339(now)
         subject = wanted.get(A.IMAGE) if wanted[A.STATE] == A.SUCCEEDED else None
         subject = subject or wanted.get(A.BUILD) or current.get(A.BUILD) or wanted.get(A.RENDERED) or ""
         # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
         plan_.actions.append(Action("create", events.event(
-            pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now))))
+            pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now), reason,
+            since=current.get(A.TRANSITION, ""))))
     _patch_annotations(plan_, pool, A.changes(current, wanted))
 
 
@@ -337,6 +386,15 @@ def _patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping
     if change:
         ops = patches.annotation_ops(pool, change)
         plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+
+
+def _not_reused(lookup: images.Lookup | None) -> str:
+    """Why a build id that produced an image before builds again (nothing if it never did)."""
+    if lookup is None or lookup.found:
+        return ""
+    if lookup.found is False:
+        return f"building again: {lookup.image} is gone from the registry"
+    return f"building again: could not ask the registry for {lookup.image}: {lookup.detail}"
 
 
 def _interrupted(ann: Mapping[str, str], ref: str | None) -> str:

@@ -190,8 +190,14 @@ def summary(plans: Iterable[PoolPlan]) -> str:
     images = sum(p.count("prune") for p in plans)
     counts += f", {images} images to delete from the registry" if images else ""
     moves = [f"{p.pool} {p.state_before or '-'} -> {p.state_after}"
-             for p in plans if p.state_after and p.state_before != p.state_after]
+             + (f" ({p.transition.lower()})" if p.state_before == p.state_after else "")
+             for p in plans if p.state_after and (p.state_before != p.state_after or _told(p))]
     return counts + ("; pools: " + ", ".join(moves) if moves else "")
+
+
+def _told(plan: PoolPlan) -> bool:
+    """Does the plan record a transition (an Event), even to the same state (a reuse)?"""
+    return any(a.verb == "create" and a.obj.get("kind") == "Event" for a in plan.actions)
 
 
 def _masked_ops(action: Action) -> list[dict[str, Any]]:
@@ -220,9 +226,9 @@ def as_json(plans: Iterable[PoolPlan]) -> str:
             elif action.verb == "create":
                 entry["object"] = masking.mask_pair(None, action.obj)[1]
             actions.append(entry)
-        out["pools"].append({"pool": plan.pool, "stateBefore": plan.state_before,
-                             "stateAfter": plan.state_after, "message": plan.message,
-                             "actions": actions, "notes": list(plan.notes)})
+        out["pools"].append({"pool": plan.pool, "transition": plan.transition,
+                             "stateBefore": plan.state_before, "stateAfter": plan.state_after,
+                             "message": plan.message, "actions": actions, "notes": list(plan.notes)})
     return json.dumps(out, indent=2, sort_keys=False) + "\n"
 
 

@@ -1,0 +1,99 @@
+"""A fake registry speaking the parts of the Docker Registry HTTP API v2 that pruning and reuse use:
+`DELETE` and `HEAD /v2/<name>/manifests/<digest>`, behind basic auth (FakeRegistry) or the
+bearer-token dance (BearerRegistry). The real `docker-registry` is used by the realbuild and
+realapi suites; this one adds what it cannot be made to do (405, a token service)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DIGESTS = ["sha256:" + c * 64 for c in "1234"]
+USER = "pusher:s3cret"
+
+
+def auths(host: str, user: str = USER) -> dict:
+    return {host: {"auth": base64.b64encode(user.encode()).decode()}}
+
+
+class FakeRegistry(BaseHTTPRequestHandler):
+    """401 without the right basic auth; DELETE: 405 when deletion is disabled, 404 for unknown
+    digests, else 202; HEAD: 200 for known digests, else 404. Requests are recorded."""
+    manifests: set = set()
+    deletion = True
+    user = USER
+    deleted: list = []
+    heads: list = []
+
+    def log_message(self, *a):
+        pass
+
+    def _authorised(self) -> bool:
+        if self.headers.get("Authorization") == "Basic " + base64.b64encode(self.user.encode()).decode():
+            return True
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+        return False
+
+    def _end(self) -> None:
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self):
+        if self._authorised():
+            digest = self.path.rsplit("/", 1)[1]
+            if not type(self).deletion:
+                self.send_response(405)
+            elif digest in type(self).manifests:
+                type(self).manifests.discard(digest)
+                type(self).deleted.append(self.path)
+                self.send_response(202)
+            else:
+                self.send_response(404)
+        self._end()
+
+    def do_HEAD(self):
+        if self._authorised():
+            type(self).heads.append(self.path)
+            self.send_response(200 if self.path.rsplit("/", 1)[1] in type(self).manifests else 404)
+        self._end()
+
+
+class BearerRegistry(FakeRegistry):
+    """Token auth as Docker Hub and Quay do it: a 401 challenge, a token for basic credentials."""
+
+    def do_GET(self):
+        expected = "Basic " + base64.b64encode(self.user.encode()).decode()
+        ok = self.path.startswith("/token?") and self.headers.get("Authorization") == expected
+        body = b'{"token": "tok-123"}' if ok else b"{}"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _authorised(self) -> bool:
+        if self.headers.get("Authorization") == "Bearer tok-123":
+            return True
+        self.send_response(401)
+        host = self.headers.get("Host")
+        self.send_header("WWW-Authenticate", f'Bearer realm="http://{host}/token",service="reg",'
+                                             'scope="repository:ocl/os-image:pull,delete"')
+        return False
+
+
+@contextlib.contextmanager
+def serve(handler: type[FakeRegistry], manifests: set | None = None) -> Iterator[str]:
+    """Start `handler` on 127.0.0.1 (fresh records); yields its host:port; stops it after."""
+    handler.manifests = set(DIGESTS if manifests is None else manifests)
+    handler.deleted, handler.heads, handler.deletion = [], [], True
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
