@@ -96,6 +96,58 @@ class Registry:
             self.proc.kill()
 
 
+def require_registry() -> None:
+    """The realapi suite's rollback needs only `docker-registry` (no root, no buildah)."""
+    if shutil.which("docker-registry") is None:
+        message = f"needs docker-registry: `{INSTALL}` (.ci/run does it)"
+        if os.environ.get(REQUIRE) == "require" or os.environ.get("OCL_REALAPI") == "require":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def push_image(registry: Registry, repo: str, marker: str) -> str:
+    """Push a one-layer image (a file `/marker`) through the registry API alone; returns the
+    manifest digest the registry answers with (Docker-Content-Digest)."""
+    import hashlib
+    import io
+
+    def blob(data: bytes) -> dict[str, Any]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        with urllib.request.urlopen(urllib.request.Request(
+                f"http://{registry.host}/v2/{repo}/blobs/uploads/", method="POST", data=b"")) as resp:
+            location = resp.headers["Location"]
+        location = location if location.startswith("http") else f"http://{registry.host}{location}"
+        sep = "&" if "?" in location else "?"
+        urllib.request.urlopen(urllib.request.Request(
+            f"{location}{sep}digest={digest}", method="PUT", data=data,
+            headers={"Content-Type": "application/octet-stream"})).close()
+        return {"digest": digest, "size": len(data)}
+
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w:gz") as tar:
+        content = marker.encode()
+        info = tarfile.TarInfo("marker")
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    layer_ref = blob(layer.getvalue())
+    config = blob(json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+        "type": "layers", "diff_ids": []}, "config": {"Labels": {"marker": marker}}}).encode())
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": dict(config, mediaType="application/vnd.docker.container.image.v1+json"),
+                "layers": [dict(layer_ref, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip")]}
+    request = urllib.request.Request(
+        f"http://{registry.host}/v2/{repo}/manifests/{marker}", method="PUT",
+        data=json.dumps(manifest).encode(),
+        headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.urlopen(request) as resp:
+        return resp.headers["Docker-Content-Digest"]
+
+
+def delete_manifest(registry: Registry, repo: str, digest: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(
+        f"http://{registry.host}/v2/{repo}/manifests/{digest}", method="DELETE")).close()
+
+
 class Host:
     """Environment for buildah and skopeo on this machine, isolated under `root`."""
 

@@ -480,6 +480,10 @@ class Real:
     def new_rendered_config(self, rendered: str, pool: str = "worker") -> None:
         """The MCO rendered a new MachineConfig for the pool."""
         self.api.create(F.machineconfig(rendered))
+        self.switch_config(rendered, pool)
+
+    def switch_config(self, rendered: str, pool: str = "worker") -> None:
+        """The pool's current rendered config becomes `rendered` (one that exists: a rollback)."""
         obj = self.pool(pool)
         obj["spec"]["configuration"]["name"] = rendered
         self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)

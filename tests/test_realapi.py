@@ -446,3 +446,68 @@ def test_a_steady_run_reads_our_configmaps_and_secrets_as_metadata_only(real, mo
     ours = "app.kubernetes.io/managed-by=ocl-reconciler"
     assert ("configmaps", ours, live.METADATA_ONLY) in sent and ("secrets", ours, live.METADATA_ONLY) in sent
     assert ("configmaps", "!app.kubernetes.io/managed-by", "application/json") in sent
+
+
+# --- image reuse against the real docker-registry (issue 14) -------------------------------------
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_a_rollback_reuses_the_image_the_real_registry_still_has(real, builder, tmp_path):
+    """A -> B -> A builds twice; after A's manifest is deleted, A builds again; with the registry
+    down, a rollback builds and says why. The registry is the real docker-registry (HEAD with
+    the push secret's credentials, which it does not check), the API server the real one."""
+    from tests import realbuild as R
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        repo = f"{reg.host}/ocl/os-image"
+        real.seed(F.cluster(settings=[
+            F.build_config(imageBuilderType=builder, finalImagePullspec=f"{repo}:latest"), F.osimageurl(),
+            F.secret("pull-secret"), F.secret("push-secret", payload={"auths": {reg.host: {"auth": "dTpw"}}})]))
+        built = {}
+        for rendered, marker in (("rendered-worker-1", "a"), ("rendered-worker-2", "b")):
+            if rendered != "rendered-worker-1":
+                real.new_rendered_config(rendered)
+            assert real.run()[0] == 0
+            build_id = real.build_object()["metadata"]["labels"]["ocl-reconciler.io/build-id"]
+            real.finish("Succeeded", digest=R.push_image(reg, "ocl/os-image", marker))
+            assert real.run()[0] == 0
+            built[rendered] = (build_id, real.ann()[A.IMAGE])
+
+        # back to A: the registry has it, nothing is built
+        mark = real.api.audit_mark()
+        real.switch_config("rendered-worker-1")
+        code, err = real.run()
+        assert code == 0, err
+        id_a, image_a = built["rendered-worker-1"]
+        a = real.ann()
+        assert (a[A.STATE], a[A.IMAGE], a[A.MESSAGE]) == (A.SUCCEEDED, image_a, f"reused {image_a} of build {id_a}")
+        creates = [e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
+                   if e["verb"] == "create"]
+        assert "pods" not in creates and "builds" not in creates and "configmaps" not in creates, creates
+        assert real.owned() == []
+        assert [e["reason"] for e in real.events()].count("BuildReused") == 1
+
+        # A's manifest deleted: going B (reused) then A builds A again, saying why
+        R.delete_manifest(reg, "ocl/os-image", image_a.split("@")[1])
+        real.switch_config("rendered-worker-2")
+        assert real.run()[0] == 0
+        assert real.ann()[A.MESSAGE] == f"reused {built['rendered-worker-2'][1]} of build {built['rendered-worker-2'][0]}"
+        real.switch_config("rendered-worker-1")
+        assert real.run()[0] == 0
+        a = real.ann()
+        assert a[A.STATE] == A.PENDING and a[A.MESSAGE] == f"building again: {image_a} is gone from the registry"
+        assert real.build_object()["metadata"]["labels"]["ocl-reconciler.io/build-id"] == id_a
+        real.finish("Succeeded", digest=R.push_image(reg, "ocl/os-image", "a2"))
+        assert real.run()[0] == 0 and real.ann()[A.STATE] == A.SUCCEEDED
+    finally:
+        reg.stop()
+
+    # the registry is down: a rollback to B builds, and says it could not ask
+    real.switch_config("rendered-worker-2")
+    code, err = real.run()
+    assert code == 0, err
+    a = real.ann()
+    image_b = built["rendered-worker-2"][1]
+    assert a[A.STATE] == A.PENDING
+    assert a[A.MESSAGE].startswith(f"building again: could not ask the registry for {image_b}: "), a[A.MESSAGE]
+    assert real.build_object()["metadata"]["labels"]["ocl-reconciler.io/build-id"] == built["rendered-worker-2"][0]

@@ -47,7 +47,7 @@ def _format(items: Iterable[tuple[str, str]]) -> str:
 
 def produced(pool: Mapping[str, Any], build_id: str) -> str | None:
     """The image the history says `build_id` produced, if any."""
-    return next((image for b, image in entries(pool) if b == build_id), None)
+    return next((image for b, image in entries(pool) if build_id and b == build_id), None)
 
 
 def recorded(pool: Mapping[str, Any], build_id: str, image: str) -> str:

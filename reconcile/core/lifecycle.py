@@ -293,7 +293,6 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     except desired.Blocked as err:
         return _blocked(s, str(err))
     _ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
-    s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
     not_reused = _not_reused(d.lookup)
     if retry:
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
@@ -304,6 +303,8 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
                    A.ATTEMPT: str(attempt)})
     s.record(A.PENDING, message)
+    # after the record, so that a run killed in between tells the same story on the next run
+    s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
 
 
 def _opt_out(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
