@@ -212,18 +212,15 @@ def cmd_diff(args, now: datetime) -> int:
 
 
 def cmd_render(args, now: datetime) -> int:
-    from reconcile.build.settings import Settings
-    from reconcile.cluster import ClusterError, observe
+    from reconcile.cluster import ClusterError
     from reconcile.contract import yamlio
     from reconcile.output import manifests
     cluster = _cluster(args, now)
+    _, planner, plans = _observe(cluster, args, now)
+    pairs = [(planner.decided[p.pool], p) for p in plans]
     try:
-        seen = observe.observe(cluster, args.namespace)
-        material = (observe.read_material(cluster, seen.settings, seen.configmaps)
-                    if isinstance(seen.settings, Settings) else None)
-        objs, problems, notes = manifests.desired_objects(seen.settings, seen.pools,
-                                              lambda n: cluster.get("MachineConfig", "", n),
-                                              material, only=args.pool)
+        planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept(d, p)[1])
+        objs, problems, notes = manifests.render(pairs, planner.machineconfigs.get, planner.material)
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")

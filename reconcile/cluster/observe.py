@@ -128,6 +128,8 @@ class Planner:
     #: the registry, for reuse checks and pruning; None on a snapshot (both are simulated)
     registry_client: registry.Client | None = None
     lookups: dict[str, images.Lookup] = field(default_factory=dict)
+    #: the last plan's decisions by pool (render prints what they keep)
+    decided: dict[str, lifecycle.Decision] = field(default_factory=dict)
 
     def _lookup(self, image: str) -> images.Lookup:
         """Does the registry still have an image we would reuse? Asked once per run; a failure
@@ -142,7 +144,8 @@ class Planner:
                     self.lookups[image] = images.Lookup(image, None, str(err))
         return self.lookups[image]
 
-    def _read(self, wanted: Iterable[str]) -> None:
+    def read(self, wanted: Iterable[str]) -> None:
+        """Read these MachineConfigs and the build material, each at most once."""
         for name in sorted(set(wanted) - set(self.machineconfigs)):
             self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or lifecycle.MISSING
         if self.material is None and isinstance(self.seen.settings, Settings):
@@ -157,9 +160,10 @@ class Planner:
                      for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only)]
         due = [d for d in decisions if d.needs_build]
         if due:
-            self._read(d.inputs.rendered_config for d in due)
+            self.read(d.inputs.rendered_config for d in due)
         plans = [lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
                                 if d.needs_build else None, self.material) for d in decisions]
+        self.decided.update((d.pool_name, d) for d in decisions)
         return self._with_prunes(plans, pools)
 
     def _with_prunes(self, plans: list[PoolPlan], pools: list[dict[str, Any]]) -> list[PoolPlan]:

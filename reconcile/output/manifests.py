@@ -1,49 +1,64 @@
-"""`render`: the desired build objects of every opted-in pool's current inputs, nothing applied.
-Secrets we would create (registry auth) are named on stderr, never printed."""
+"""`render`, the Argo CD Config Management Plugin's generate command: exactly the build objects
+the current plan keeps or creates, in their desired form, nothing applied.
+
+Printing every pool's build objects whatever its state made an auto-syncing Application re-create
+what the reconciler deleted after a success, and the image was built again, forever. So render
+follows the plan: a pool that is built for its current inputs (BUILT, SUCCEED, REUSE) or Blocked
+prints nothing; a START or RETRY prints what it creates; a build that is running or failed prints
+its live objects that the plan keeps, rendered from the inputs as they were created. Secrets we
+would create (registry auth) are named on stderr, never printed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reconcile.build import builders
-from reconcile.build.settings import Settings
 from reconcile.contract import objects
-from reconcile.contract.problem import Problem
 from reconcile.core import desired, lifecycle
+from reconcile.core.actions import PoolPlan
 
 
-def desired_objects(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
-           get_machineconfig: Callable[[str], Mapping[str, Any] | None],
-           material: desired.Material | None = None,
-           only: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """(objects, problems, notes): a problem is a pool that cannot be rendered; a note is said
-    on stderr without failing (an object left out because it holds credentials)."""
-    selected = set(only)
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return obj.get("kind", ""), objects.name(obj)
+
+
+def kept(d: lifecycle.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+    """(objects the plan creates, live objects of the current build id that it keeps)."""
+    created = [a.obj for a in plan.actions if a.verb == "create" and a.obj.get("kind") != "Event"]
+    gone = {_key(a.obj) for a in plan.actions if a.verb == "delete"} | {_key(o) for o in created}
+    return created, [o for o in d.current if _key(o) not in gone]
+
+
+def render(pairs: Iterable[tuple[lifecycle.Decision, PoolPlan]],
+           machineconfig: Callable[[str], Mapping[str, Any] | None],
+           material: desired.Material | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(objects, problems, notes): a problem is a Blocked pool; a note is said on stderr without
+    failing (an object left out because it holds credentials, or is no longer one we would make)."""
     out: list[dict[str, Any]] = []
     problems: list[str] = []
     notes: list[str] = []
-    for pool in sorted(pools, key=objects.name):
-        name = objects.name(pool)
-        if not lifecycle.opted_in(pool) or (selected and name not in selected):
+    for d, plan in pairs:
+        if plan.blocked:
+            problems.append(f"pool {plan.pool}: {plan.message}")
             continue
-        if isinstance(settings, Problem):
-            problems.append(f"pool {name}: {settings}")
-            continue
-        if material is not None and material.problem:
-            problems.append(f"pool {name}: {material.problem}")
-            continue
-        builder = builders.for_type(settings.builder_type)
-        try:
-            inp = desired.inputs(settings, pool)
-            mc = get_machineconfig(inp.rendered_config)
-            if mc is None:
-                raise desired.Blocked(f"MachineConfig {inp.rendered_config} not found")
-            for obj in desired.objects(settings, pool, inp, builder, mc, material):
-                if obj.get("kind") == "Secret":
-                    notes.append(f"pool {name}: {objects.ref(obj)} not shown: it holds credentials")
-                else:
-                    out.append(obj)
-        except desired.Blocked as err:
-            problems.append(f"pool {name}: {err}")
+        created, live = kept(d, plan)
+        wanted: list[dict[str, Any]] = []
+        if live:
+            try:
+                mc = machineconfig(d.inputs.rendered_config)
+                if not mc:
+                    raise desired.Blocked(f"MachineConfig {d.inputs.rendered_config} not found")
+                made = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, d.attempt)
+            except desired.Blocked as err:
+                problems.append(f"pool {plan.pool}: {err}")
+                continue
+            live_keys = {_key(o) for o in live}
+            wanted = [o for o in made if _key(o) in live_keys]          # in creation order
+            notes += [f"pool {plan.pool}: {objects.ref(o)} not shown: not an object of the current attempt"
+                      for o in live if _key(o) not in {_key(w) for w in wanted}]
+        for obj in wanted + created:
+            if obj.get("kind") == "Secret":
+                notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: it holds credentials")
+            else:
+                out.append(obj)
     return out, problems, notes
