@@ -11,14 +11,20 @@ set --
 for path in ${BUILD_VOLUMES:-}; do
   set -- "$@" --volume "${VOLUME_ROOT:-}$path:$path:ro"
 done
-buildah build "$@" \
+# The cluster's signature policy, when the rendered MachineConfig has one (CONTAINERS_REGISTRIES_CONF,
+# its mirrors, is read by buildah from the env). The service CA's directory is added to the system
+# CAs for every registry (an empty directory adds nothing).
+policy=${SIGNATURE_POLICY:+--signature-policy=$SIGNATURE_POLICY}
+buildah build "$@" ${policy:+"$policy"} \
+  --cert-dir "$REGISTRY_CERT_DIR" \
   --storage-driver "$STORAGE_DRIVER" \
   --isolation "$BUILDAH_ISOLATION" \
   --authfile "$BASE_IMAGE_PULL_CREDS" \
   --file "$DOCKERFILE_DIR/Dockerfile" \
   --tag "$TAG" \
   "$CONTEXT_DIR"
-buildah push \
+buildah push ${policy:+"$policy"} \
+  --cert-dir "$REGISTRY_CERT_DIR" \
   --storage-driver "$STORAGE_DRIVER" \
   --authfile "$FINAL_IMAGE_PUSH_CREDS" \
   --digestfile "$DIGEST_FILE" \

@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 EXIT_OK, EXIT_CHANGES, EXIT_BLOCKED, EXIT_FATAL = 0, 1, 2, 3
 #: --keep-images: how many of a pool's newest images pruning keeps
 KEEP_IMAGES = 2
+#: --registry-ca default: the service CA (signs the internal registry's certificate), as mounted
+REGISTRY_CA = "/etc/ocl/service-ca/service-ca.crt"
 
 DESCRIPTION = """\
 One-shot reconciler for OpenShift on-cluster layering. Finds every MachineConfigPool labelled
@@ -21,7 +23,7 @@ EPILOG = """\
 commands:
   run     one pass that applies the plan
   diff    the same plan as a unified diff per object, no writes, secret values masked
-  render  the desired build objects of every opted-in pool as a YAML stream on stdout
+  render  the build objects the current plan keeps or creates, as a YAML stream on stdout
   status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
 `ocl-reconcile COMMAND --help` says each one's flags and exit codes.
 
@@ -43,11 +45,11 @@ COMMAND_HELP = {
              "names a program to compare the live and desired trees instead; its exit status is ours.",
              "exit codes: 0 no differences; 1 differences; 2 or more an error (3: the cluster or snapshot "
              "cannot be read)"),
-    "render": ("Print the desired build objects of every opted-in pool's current inputs as a YAML stream "
-               "on stdout (an Argo CD Config Management Plugin's generate command); problems on stderr. "
-               "Secrets of ours are named on stderr, never printed.",
-               "exit codes: 0 rendered; 2 a pool cannot be rendered; 3 the cluster or snapshot cannot be "
-               "read"),
+    "render": ("Print exactly the build objects the current plan keeps or creates, in their desired form, "
+               "as a YAML stream on stdout (an Argo CD Config Management Plugin's generate command): "
+               "nothing for a pool built for its current inputs or Blocked. Problems on stderr; Secrets "
+               "of ours are named on stderr, never printed.",
+               "exit codes: 0 rendered; 2 a pool is Blocked; 3 the cluster or snapshot cannot be read"),
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
                "Reads only MachineConfigPools.",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
@@ -77,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     from reconcile.contract.naming import DEFAULT_NAMESPACE
     namespaced.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
                             help="namespace of the settings and build objects (default: %(default)s)")
+    namespaced.add_argument("--registry-ca", metavar="FILE", default=None,
+                            help="PEM CA certificates trusted for the image registry besides the system's "
+                                 f"(default: {REGISTRY_CA} when it exists: the CronJob mounts the "
+                                 "namespace's openshift-service-ca.crt ConfigMap there)")
     parser = argparse.ArgumentParser(
         prog="ocl-reconcile", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,7 +150,9 @@ def _observe(cluster, args, now: datetime):
         planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
         if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
             from reconcile import registry
-            planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None))
+            ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
+            planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
+                                                      ca_file=ca)
         return seen, planner, planner.plan()
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None

@@ -1,13 +1,15 @@
 """Asking a registry whether it still has an image (`HEAD`, before reusing it) and deleting images
 (pruning), through the registry API (Docker Registry HTTP API v2), with the push secret's
-credentials: basic auth, or the bearer-token dance when the registry asks for it.
-Loopback registries are spoken to over plain HTTP, as container tools treat 127.0.0.0/8."""
+credentials: basic auth, or the bearer-token dance when the registry asks for it. HTTPS is
+verified against the system's CAs plus the service CA (or `--registry-ca`); a loopback registry
+may answer in plain HTTP, as container tools treat 127.0.0.0/8 and localhost as insecure."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -26,10 +28,28 @@ class RegistryError(Exception):
     """The registry refused or failed; the message says which image and why (never credentials)."""
 
 
-def _base(host: str) -> str:
+def _schemes(host: str) -> tuple[str, ...]:
+    """HTTPS, verified; a loopback registry may also speak plain HTTP (tried second), as container
+    tools treat 127.0.0.0/8 and localhost as insecure registries. A certificate that does not
+    verify is never a reason to fall back."""
     name = host.rsplit(":", 1)[0] if not host.startswith("[") else host
     loopback = name in ("localhost", "[::1]") or name.startswith("127.")
-    return f"{'http' if loopback else 'https'}://{host}"
+    return ("https", "http") if loopback else ("https",)
+
+
+def context(ca_file: str | None = None) -> ssl.SSLContext:
+    """The system's CAs, plus `ca_file` (the service CA that signs the internal registry's
+    certificate, or a test's own CA)."""
+    ctx = ssl.create_default_context()
+    if ca_file:
+        ctx.load_verify_locations(cafile=ca_file)
+    return ctx
+
+
+def _plain_http(err: BaseException) -> bool:
+    """A TLS handshake answered in plain HTTP (not a certificate that failed to verify)."""
+    reason = getattr(err, "reason", err)
+    return isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLCertVerificationError)
 
 
 def _split(image: str) -> tuple[str, str, str]:
@@ -42,7 +62,7 @@ def _split(image: str) -> tuple[str, str, str]:
     return host, path, ref.digest
 
 
-def _token(challenge: str, basic: str | None, timeout: float) -> str | None:
+def _token(challenge: str, basic: str | None, timeout: float, ctx: ssl.SSLContext) -> str | None:
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     if "realm" not in params:
         return None
@@ -50,12 +70,13 @@ def _token(challenge: str, basic: str | None, timeout: float) -> str | None:
     request = urllib.request.Request(f"{params['realm']}?{query}")
     if basic:
         request.add_header("Authorization", f"Basic {basic}")
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
+    with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
         body = json.loads(resp.read() or b"{}")
     return body.get("token") or body.get("access_token")
 
 
-def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float) -> int:
+def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float,
+          ctx: ssl.SSLContext | None = None) -> int:
     """The status of an authorised request for a digested image's manifest: 2xx, 404 or 405;
     anything else raises RegistryError."""
     host, path, digest = _split(image)
@@ -63,12 +84,14 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float) -> 
     basic = entry.get("auth")
     if not basic and entry.get("username"):
         basic = base64.b64encode(f"{entry['username']}:{entry.get('password', '')}".encode()).decode()
-    url = f"{_base(host)}/v2/{path}/manifests/{digest}"
+    ctx = ctx or context()
+    schemes = list(_schemes(host))
     headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {})}
-    for _ in range(2):
+    for _ in range(2 + len(schemes)):
+        url = f"{schemes[0]}://{host}/v2/{path}/manifests/{digest}"
         request = urllib.request.Request(url, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:
+            with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
                 return resp.status
         except urllib.error.HTTPError as err:
             if err.code in (404, 405):
@@ -77,7 +100,7 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float) -> 
             if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
                     "Authorization", ""):
                 try:
-                    token = _token(challenge, basic, timeout)
+                    token = _token(challenge, basic, timeout, ctx)
                 except (urllib.error.URLError, OSError, ValueError) as token_err:
                     raise RegistryError(f"{image}: the registry's token service refused: "
                                         f"{getattr(token_err, 'code', '') or token_err}") from None
@@ -86,20 +109,26 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float) -> 
                     continue
             raise RegistryError(f"{image}: the registry answered {err.code} {err.reason}") from None
         except (urllib.error.URLError, OSError) as err:
+            if len(schemes) > 1 and _plain_http(err):
+                schemes.pop(0)                  # a loopback registry without TLS
+                continue
             raise RegistryError(f"{image}: {getattr(err, 'reason', err)}") from None
     raise RegistryError(f"{image}: not authorised by the registry")
 
 
-def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> str:
+def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+           ctx: ssl.SSLContext | None = None) -> str:
     """Delete a digested image's manifest. Returns "deleted", "not found" or "deletion disabled"
     (neither of the last two is an error); raises RegistryError otherwise."""
-    return {404: "not found", 405: "deletion disabled"}.get(_send("DELETE", image, auths, timeout), "deleted")
+    status = _send("DELETE", image, auths, timeout, ctx)
+    return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
 
 
-def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0) -> bool:
+def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+           ctx: ssl.SSLContext | None = None) -> bool:
     """Does the registry still have a digested image's manifest (`HEAD`)? False only for a 404;
     raises RegistryError when it cannot say."""
-    status = _send("HEAD", image, auths, timeout)
+    status = _send("HEAD", image, auths, timeout, ctx)
     if status == 405:
         raise RegistryError(f"{image}: the registry answered 405 to HEAD")
     return status != 404
@@ -110,8 +139,9 @@ class Client:
     every request bounded by the run's deadline (monotonic clock)."""
 
     def __init__(self, auths: Callable[[], Mapping[str, Any]], deadline: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, ca_file: str | None = None):
         self._auths, self._cached, self.deadline, self.clock = auths, None, deadline, clock
+        self.ca_file, self._ctx = ca_file, None
 
     def _ready(self, image: str) -> tuple[Mapping[str, Any], float]:
         timeout = 30.0
@@ -124,7 +154,12 @@ class Client:
                 self._cached = dict(self._auths())
             except ValueError as err:            # auth.AuthError: a bad or missing push secret
                 raise RegistryError(f"no registry credentials: {err}") from None
-        return self._cached, timeout
+        if self._ctx is None:
+            try:
+                self._ctx = context(self.ca_file)
+            except (OSError, ssl.SSLError) as err:
+                raise RegistryError(f"cannot load the registry CA {self.ca_file}: {err}") from None
+        return self._cached, timeout, self._ctx
 
     def delete(self, image: str) -> str:
         return delete(image, *self._ready(image))

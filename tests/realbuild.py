@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tarfile
 import time
@@ -65,23 +66,30 @@ def free_port() -> int:
 
 
 class Registry:
-    """`docker-registry serve` on 127.0.0.1 with a free port, storage in a temporary folder."""
+    """`docker-registry serve` on 127.0.0.1 with a free port, storage in a temporary folder;
+    with `tls` (a TestCA), it serves HTTPS with a certificate that CA signed."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, tls: TestCA | None = None):
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
-        config = root / "registry.yml"
+        self.tls = tls
+        http: dict[str, Any] = {"addr": self.host}
+        if tls is not None:
+            http["tls"] = {"certificate": str(tls.cert), "key": str(tls.key)}
+        config = root / f"registry-{self.port}.yml"
         config.write_text(json.dumps({
             "version": 0.1, "log": {"level": "error"},
-            "storage": {"filesystem": {"rootdirectory": str(root / "registry-data")},
+            "storage": {"filesystem": {"rootdirectory": str(root / f"registry-data-{self.port}")},
                         "delete": {"enabled": True}},
-            "http": {"addr": self.host}}))
+            "http": http}))
         self.proc = subprocess.Popen(["docker-registry", "serve", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"{'https' if tls else 'http'}://{self.host}"
+        self.context = ssl.create_default_context(cafile=str(tls.ca)) if tls else None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1):
+                with urllib.request.urlopen(f"{self.url}/v2/", timeout=1, context=self.context):
                     return
             except OSError:
                 time.sleep(0.1)
@@ -94,6 +102,26 @@ class Registry:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class TestCA:
+    """A CA made for the test (openssl), and a server certificate it signed for 127.0.0.1."""
+
+    def __init__(self, root: Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.ca, self.ca_key = root / "ca.crt", root / "ca.key"
+        self.cert, self.key = root / "server.crt", root / "server.key"
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=root)
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ocl test CA",
+                "-keyout", str(self.ca_key), "-out", str(self.ca))
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                "-keyout", str(self.key), "-out", str(root / "server.csr"))
+        (root / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        openssl("x509", "-req", "-in", str(root / "server.csr"), "-CA", str(self.ca), "-CAkey",
+                str(self.ca_key), "-CAcreateserial", "-days", "1", "-extfile", str(root / "san.ext"),
+                "-out", str(self.cert))
 
 
 def require_registry() -> None:
@@ -111,16 +139,18 @@ def push_image(registry: Registry, repo: str, marker: str) -> str:
     import hashlib
     import io
 
+    base, context = registry.url, registry.context
+
     def blob(data: bytes) -> dict[str, Any]:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         with urllib.request.urlopen(urllib.request.Request(
-                f"http://{registry.host}/v2/{repo}/blobs/uploads/", method="POST", data=b"")) as resp:
+                f"{base}/v2/{repo}/blobs/uploads/", method="POST", data=b""), context=context) as resp:
             location = resp.headers["Location"]
-        location = location if location.startswith("http") else f"http://{registry.host}{location}"
+        location = location if location.startswith("http") else f"{base}{location}"
         sep = "&" if "?" in location else "?"
         urllib.request.urlopen(urllib.request.Request(
             f"{location}{sep}digest={digest}", method="PUT", data=data,
-            headers={"Content-Type": "application/octet-stream"})).close()
+            headers={"Content-Type": "application/octet-stream"}), context=context).close()
         return {"digest": digest, "size": len(data)}
 
     layer = io.BytesIO()
@@ -136,16 +166,15 @@ def push_image(registry: Registry, repo: str, marker: str) -> str:
                 "config": dict(config, mediaType="application/vnd.docker.container.image.v1+json"),
                 "layers": [dict(layer_ref, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip")]}
     request = urllib.request.Request(
-        f"http://{registry.host}/v2/{repo}/manifests/{marker}", method="PUT",
-        data=json.dumps(manifest).encode(),
+        f"{base}/v2/{repo}/manifests/{marker}", method="PUT", data=json.dumps(manifest).encode(),
         headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request) as resp:
+    with urllib.request.urlopen(request, context=context) as resp:
         return resp.headers["Docker-Content-Digest"]
 
 
 def delete_manifest(registry: Registry, repo: str, digest: str) -> None:
     urllib.request.urlopen(urllib.request.Request(
-        f"http://{registry.host}/v2/{repo}/manifests/{digest}", method="DELETE")).close()
+        f"{registry.url}/v2/{repo}/manifests/{digest}", method="DELETE"), context=registry.context).close()
 
 
 class Host:
@@ -230,9 +259,14 @@ def materialise(pod: dict[str, Any], items: list[dict[str, Any]], root: Path) ->
         sources = [s["configMap"] for s in volume.get("projected", {}).get("sources", [])]
         if "configMap" in volume:
             sources.append(volume["configMap"])
-        for source in sources:
-            for key, value in by_name[("ConfigMap", source["name"])]["data"].items():
-                (target / key).write_text(value)
+        for source in sources:                  # as the kubelet does: `items`, and `optional`
+            cm = by_name.get(("ConfigMap", source["name"]))
+            if cm is None and source.get("optional"):
+                continue
+            data = cm["data"]
+            for item in source.get("items") or [{"key": k, "path": k} for k in data]:
+                if item["key"] in data:
+                    (target / item["path"]).write_text(data[item["key"]])
         if "secret" in volume:
             data = by_name[("Secret", volume["secret"]["secretName"])]["data"]
             items_ = volume["secret"].get("items") or [{"key": k, "path": k} for k in data]

@@ -207,3 +207,104 @@ def _buildah_version(host) -> tuple[int, int]:
     out = host.run("buildah", "--version").stdout
     major, minor = re.search(r"version (\d+)\.(\d+)", out).groups()
     return int(major), int(minor)
+
+
+# --- issue 15: the service CA, mirrors and signature policy -----------------------------------
+
+def _data_url(text):
+    import urllib.parse
+    return "data:," + urllib.parse.quote(text)
+
+
+def _with_files(mc, files):
+    """The MachineConfig with these node files (path -> text), as the MCO renders them."""
+    mc = copy.deepcopy(mc)
+    mc["spec"]["config"]["storage"]["files"] += [
+        {"path": path, "mode": 420, "overwrite": True, "contents": {"source": _data_url(text)}}
+        for path, text in files.items()]
+    return mc
+
+
+def test_push_to_a_registry_whose_certificate_the_service_ca_signed(env, run_cli, tmp_path, capsys):
+    """The registry serves TLS with a CA made here, published as every OpenShift namespace has it
+    (ConfigMap openshift-service-ca.crt, key service-ca.crt): the build pushes with verification
+    on, and pruning deletes over verified HTTPS with --registry-ca."""
+    registry, host, base = env
+    ca = R.TestCA(tmp_path / "ca")
+    secure = R.Registry(tmp_path, tls=ca)
+    try:
+        items = cluster(registry, base, F.machineconfig("rendered-worker-1"))
+        items[0] = F.build_config(finalImagePullspec=f"{secure.host}/ocl/os-image:latest")
+        items = [o for o in items if o["metadata"]["name"] != "push-secret"] + [
+            F.secret("push-secret", payload=R.auth_file(secure, "pusher")),
+            F.configmap("openshift-service-ca.crt", {"service-ca.crt": ca.ca.read_text()})]
+        after, pod = first_run(run_cli, items)
+        code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
+        assert code == 0, logs
+        digest = message.strip()
+        certs = tmp_path / "skopeo-certs"
+        certs.mkdir()
+        (certs / "ca.crt").write_text(ca.ca.read_text())
+        inspected = json.loads(host.run("skopeo", "inspect", "--cert-dir", str(certs),
+                                        f"docker://{secure.host}/ocl/os-image:rendered-worker-1").stdout)
+        assert inspected["Digest"] == digest
+        # without the service CA the same push fails verification: the CA is what made it work
+        bare = [o for o in after if o["metadata"]["name"] != "openshift-service-ca.crt"]
+        code, _, logs = R.run_build_pod(pod, bare, host, tmp_path / "pod-without-ca")
+        assert code != 0 and "certificate" in logs.lower(), logs
+
+        # pruning over verified HTTPS: an older image of the pool goes, the new one stays
+        old = R.push_image(secure, "ocl/os-image", "old")
+        built = f"{secure.host}/ocl/os-image@{digest}"
+        F.the_pool(after)["metadata"]["annotations"].update(
+            {A.IMAGES: f"new={built} old={secure.host}/ocl/os-image@{old}", A.IMAGE: built})
+        from tests.conftest import ApiCli
+        live = ApiCli(tmp_path, capsys)
+        code, _, err = live.run(after, "--keep-images", "1")
+        assert code == 2 and "CERTIFICATE_VERIFY_FAILED" in err           # not trusted: not deleted
+        code, pruned, err = live.run(after, "--keep-images", "1", "--registry-ca", str(ca.ca))
+        assert code == 0, err
+        assert F.the_pool(pruned)["metadata"]["annotations"][A.IMAGES] == f"new={built}"
+        gone = host.run("skopeo", "inspect", "--cert-dir", str(certs),
+                        f"docker://{secure.host}/ocl/os-image@{old}", check=False)
+        assert gone.returncode != 0 and "manifest unknown" in gone.stderr.lower()
+    finally:
+        secure.stop()
+
+
+def test_the_build_resolves_from_through_the_clusters_mirrors(env, run_cli, tmp_path):
+    """A disconnected cluster: the base image's registry name cannot be reached; the rendered
+    MachineConfig's registries.conf mirrors it to the test registry, and the build uses it."""
+    registry, host, base = env
+    unreachable = "mirror-source.invalid/ocl/base:latest"
+    registries = (f'[[registry]]\nprefix = "mirror-source.invalid/ocl"\nlocation = "mirror-source.invalid/ocl"\n'
+                  f'[[registry.mirror]]\nlocation = "{registry.host}/ocl"\ninsecure = true\n\n'
+                  f'[[registry]]\nlocation = "{registry.host}"\ninsecure = true\n')
+    policy = json.dumps({"default": [{"type": "insecureAcceptAnything"}]})
+    mc = _with_files(F.machineconfig("rendered-worker-1"), {"/etc/containers/registries.conf": registries,
+                                                           "/etc/containers/policy.json": policy})
+    # without the mirrors the build cannot pull its base image (tried first: a pulled base image
+    # stays in the build storage under its name)
+    plain = cluster(registry, unreachable, F.machineconfig("rendered-worker-1"))
+    after, pod = first_run(run_cli, plain)
+    code, _, logs = R.run_build_pod(pod, after, host, tmp_path / "pod-plain")
+    assert code != 0 and "mirror-source.invalid" in logs
+    after, pod = first_run(run_cli, cluster(registry, unreachable, mc))
+    (cm,) = [o for o in F.owned(after) if o["metadata"]["name"].startswith("ocl-containers-")]
+    assert cm["data"] == {"registries.conf": registries, "policy.json": policy}
+    code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
+    assert code == 0, logs
+    assert message.strip().startswith("sha256:")
+
+
+def test_the_build_honours_the_clusters_signature_policy(env, run_cli, tmp_path):
+    """A policy that rejects every image makes the base image's pull fail (a base image that is
+    only in the registry, so that the build has to pull it)."""
+    registry, host, base = env
+    R.push_image(registry, "ocl/unsigned-base", "latest")
+    unsigned = f"{registry.host}/ocl/unsigned-base:latest"
+    policy = json.dumps({"default": [{"type": "reject"}]})
+    mc = _with_files(F.machineconfig("rendered-worker-1"), {"/etc/containers/policy.json": policy})
+    after, pod = first_run(run_cli, cluster(registry, unsigned, mc))
+    code, _, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
+    assert code != 0 and "rejected by policy" in logs.lower(), logs

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconcile.build import auth, buildinputs, dockerlint, encoding, proxy, templates
+from reconcile.build import auth, buildinputs, containersconf, dockerlint, encoding, proxy, templates
 from reconcile.build.builders.base import BuildContext
 from reconcile.build.settings import Settings
 from reconcile.contract import annotations as A
@@ -207,6 +207,13 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
         name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))
         for i, (key, value) in enumerate(encoding.parts(encoded).items())]
+    try:
+        containers = containersconf.from_machineconfig(machineconfig) if builder.CONTAINERS_CONF else {}
+    except containersconf.Unreadable as err:
+        raise Blocked(f"MachineConfig {inp.rendered_config}: {err}") from None
+    containers_cm = [templates.render_object(
+        "configmap.yaml.j2", name=naming.object_name("containers", inp.pool, inp.build_id),
+        data=containers, **common)] if containers else []
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
@@ -218,9 +225,12 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
-        input_env=inputs.env, input_mounts=inputs.mounts)
+        input_env=inputs.env, input_mounts=inputs.mounts,
+        containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
+        containers_files=tuple(sorted(containers)))
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
-    return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *secrets)), builder.render(ctx)]
+    return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets)),
+            builder.render(ctx)]
 
 
 def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:

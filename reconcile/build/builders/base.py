@@ -29,6 +29,9 @@ class BuildContext:
     image_labels: tuple[Mapping[str, str], ...] = ()
     input_env: tuple[Mapping[str, Any], ...] = ()
     input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
+    #: our ConfigMap with the cluster's registries.conf / policy.json (containersconf), and its keys
+    containers_configmap: str | None = None
+    containers_files: tuple[str, ...] = ()
 
 
 #: Failures of the infrastructure rather than of the build: worth another attempt.
@@ -62,6 +65,8 @@ class Builder(Protocol):
     kind: str
     api_version: str
     ENV_BY_REFERENCE: bool       # can the build take env vars from Secret/ConfigMap keys?
+    #: does the build need the cluster's registries.conf / policy.json from us (containersconf)?
+    CONTAINERS_CONF: bool
 
     def render(self, ctx: BuildContext) -> dict[str, Any]: ...
 

@@ -15,6 +15,9 @@ api_version = "build.openshift.io/v1"
 #: dockerStrategy.buildArgs use `name` and `value` only; `valueFrom` is ignored
 #: (openshift/openshift-docs modules/builds-strategy-docker-build-arguments.adoc)
 ENV_BY_REFERENCE = False
+#: OpenShift's build controller mounts the cluster's registries.conf and policy.json itself
+#: (openshift/openshift-controller-manager pkg/build/controller/strategy/util.go, setupContainersConfigs)
+CONTAINERS_CONF = False
 _STATES = {"New": A.PENDING, "Pending": A.PENDING, "Running": A.BUILDING}
 _FAILED = ("Failed", "Error", "Cancelled")
 #: openshift/api BuildStatusReason values that say the infrastructure failed, not the build.

@@ -14,6 +14,8 @@ kind = "Pod"
 api_version = "v1"
 #: env vars may come from Secret and ConfigMap keys (valueFrom): a container's env takes them
 ENV_BY_REFERENCE = True
+#: buildah in our Pod knows the cluster's mirrors and policy only from us
+CONTAINERS_CONF = True
 CONTAINER = "image-build"
 
 
