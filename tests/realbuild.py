@@ -5,6 +5,7 @@ root, its env taken from the pod spec with paths pointed at that root)."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import shutil
@@ -19,8 +20,9 @@ from typing import Any
 
 import pytest
 
-TOOLS = ("buildah", "skopeo", "docker-registry", "busybox", "jq")
-INSTALL = "apt-get install buildah docker-registry skopeo busybox-static jq"
+TOOLS = ("buildah", "skopeo", "docker-registry", "busybox", "jq", "openssl")
+INSTALL = ("apt-get install buildah docker-registry skopeo busybox-static jq openssl libcap2-bin uidmap "
+           "util-linux")
 #: .ci/run sets this so that a missing tool fails the suite instead of skipping it.
 REQUIRE = "OCL_REALBUILD"
 
@@ -228,8 +230,16 @@ def build_base_image(host: Host, ref: str) -> None:
     (rootfs / "usr/bin/rpm-ostree").write_text(RPM_OSTREE_STANDIN)
     for script in (ignition, rootfs / "usr/bin/ostree", rootfs / "usr/bin/rpm-ostree"):
         script.chmod(0o755)
+    # a file owned by another uid, as an OS image has many: unpacking it as uid 1000 needs a user
+    # namespace that maps more than one uid (see run_build_pod_unprivileged)
+    other = host.root / "owned-by-uid-2.tar"
+    with tarfile.open(other, "w") as tar:
+        info = tarfile.TarInfo("etc/owned-by-uid-2")
+        info.size, info.uid, info.gid = 3, 2, 2
+        tar.addfile(info, io.BytesIO(b"ok\n"))
     ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
     host.run("buildah", "--storage-driver", "vfs", "copy", ctr, str(rootfs), "/")
+    host.run("buildah", "--storage-driver", "vfs", "add", ctr, str(other), "/")
     host.run("buildah", "--storage-driver", "vfs", "config", "--env", "PATH=/usr/bin:/bin", ctr)
     host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
     host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
@@ -296,6 +306,78 @@ def run_build_pod(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
     message = termination.read_text() if termination.exists() else ""
     logs = (result.stdout + result.stderr)[-2048:]
     return result.returncode, message, logs
+
+
+#: The capabilities a container runtime gives a container by default (moby's default set, used by
+#: containerd; CRI-O's default is a subset of it); the pod spec's `drop`/`add` apply to these.
+RUNTIME_DEFAULT_CAPS = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                        "NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
+#: What quay.io/buildah/stable gives its `build` user (uid 1000): subordinate ids, and
+#: newuidmap/newgidmap with file capabilities, not setuid (Fedora's shadow-utils packaging).
+BUILD_USER_SUBIDS = "1000:100000:65536\n"
+FILE_CAPS = {"newuidmap": "cap_setuid=ep", "newgidmap": "cap_setgid=ep"}
+
+
+def unprivileged_tools() -> str | None:
+    """Why the unprivileged run cannot happen here, or None."""
+    missing = [t for t in ("setpriv", "unshare", "setcap", "newuidmap", "newgidmap") if shutil.which(t) is None]
+    missing += [f for f in ("/etc/subuid", "/etc/subgid") if not os.path.exists(f)]
+    return f"needs {', '.join(missing)} (util-linux, libcap2-bin, uidmap)" if missing else None
+
+
+def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
+                               root: Path) -> tuple[int, str, str]:
+    """Run the container's command as its securityContext says, not as root: uid and gid from
+    runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
+    bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
+    allowPrivilegeEscalation, in a mount namespace that shows the buildah image's /etc/subuid and
+    /etc/subgid. Files are materialised as the kubelet would: volumes readable, the emptyDir and
+    the termination message writable by that user."""
+    (container,) = pod["spec"]["containers"]
+    ctx = container.get("securityContext") or {}
+    uid, gid = ctx["runAsUser"], ctx.get("runAsGroup", ctx["runAsUser"])
+    caps = ctx.get("capabilities") or {}
+    bounding = (set(RUNTIME_DEFAULT_CAPS) - set(caps.get("drop") or ())) | set(caps.get("add") or ())
+    if "ALL" in (caps.get("drop") or ()):
+        bounding = set(caps.get("add") or ())
+    root.mkdir(parents=True)
+    root.chmod(0o755)
+    env = dict(host.env, **materialise(pod, items, root))
+    for path in [root, *root.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)
+    home = Path(env["HOME"] if env["HOME"].startswith(str(root)) else str(root) + env["HOME"])
+    for writable in (home, root / "run"):
+        writable.mkdir(parents=True, exist_ok=True)
+        os.chown(writable, uid, gid)
+    termination = root / container["terminationMessagePath"].lstrip("/")
+    termination.touch()
+    os.chown(termination, uid, gid)
+    tools = root / "tools"
+    tools.mkdir()
+    for name, cap in FILE_CAPS.items():
+        shutil.copy(shutil.which(name), tools / name)
+        (tools / name).chmod(0o755)
+        subprocess.run(["setcap", cap, str(tools / name)], check=True)
+    (root / "subuid").write_text(BUILD_USER_SUBIDS)
+    (root / "subgid").write_text(BUILD_USER_SUBIDS)
+    registries = root / "registries.conf"
+    shutil.copy(host.env["CONTAINERS_REGISTRIES_CONF"], registries)
+    env = {k: v for k, v in env.items() if k != "CONTAINERS_STORAGE_CONF"}     # the user's own storage
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(root / "run"), PATH=f"{tools}:{env['PATH']}")
+    env.setdefault("CONTAINERS_REGISTRIES_CONF", str(registries))
+    if env["CONTAINERS_REGISTRIES_CONF"] == host.env["CONTAINERS_REGISTRIES_CONF"]:
+        env["CONTAINERS_REGISTRIES_CONF"] = str(registries)
+    setpriv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+               "--bounding-set=" + ",".join(["-all"] + [f"+{c.lower()}" for c in sorted(bounding)])]
+    if ctx.get("allowPrivilegeEscalation") is False:
+        setpriv.append("--no-new-privs")
+    inner = " ".join([f"mount --bind {root / 'subuid'} /etc/subuid && mount --bind {root / 'subgid'} /etc/subgid",
+                      "&& exec", *(f"'{a}'" for a in setpriv + list(container["command"][:2])), '"$0"'])
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
+                             container["command"][2]], env=env, capture_output=True, text=True, timeout=600)
+    message = termination.read_text() if termination.exists() else ""
+    return result.returncode, message, (result.stdout + result.stderr)[-3000:]
 
 
 def image_file(host: Host, ref: str, path: str, dest: Path) -> bytes | None:

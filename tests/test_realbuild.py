@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from pathlib import Path
 
 import kubelet
 import pytest
@@ -63,12 +65,24 @@ def shared_sample(name):
     return json.loads(path.read_text())
 
 
+def _insecure(mc, registry):
+    """The samples carry the nodes' registries.conf, which the build now uses: list the test's
+    plain-HTTP registry as insecure in it, as image.config.openshift.io `insecureRegistries` would."""
+    from reconcile.build import containersconf
+    for entry in mc["spec"]["config"]["storage"]["files"]:
+        if entry["path"] == "/etc/containers/registries.conf":
+            text = containersconf.decode(entry["contents"], entry["path"])
+            text += f'\n[[registry]]\nlocation = "{registry.host}"\ninsecure = true\n'
+            entry["contents"] = {"source": _data_url(text)}
+    return mc
+
+
 @pytest.mark.parametrize("sample", ["small", *SAMPLES])
 def test_build_pod_builds_and_pushes_the_layered_image(env, run_cli, tmp_path, sample):
     registry, host, base = env
-    mc = F.machineconfig("rendered-worker-1") if sample == "small" else shared_sample(sample)
+    mc = F.machineconfig("rendered-worker-1") if sample == "small" else _insecure(shared_sample(sample), registry)
     after, pod = first_run(run_cli, cluster(registry, base, mc))
-    parts = [o for o in F.owned(after) if o["kind"] == "ConfigMap" and "Dockerfile" not in o["data"]]
+    parts = [o for o in F.owned(after) if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("ocl-mc")]
     assert len(parts) == (2 if sample == "incompressible-over-1MiB" else 1)
     code, message, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
     assert code == 0, logs
@@ -308,3 +322,59 @@ def test_the_build_honours_the_clusters_signature_policy(env, run_cli, tmp_path)
     after, pod = first_run(run_cli, cluster(registry, unsigned, mc))
     code, _, logs = R.run_build_pod(pod, after, host, tmp_path / "pod")
     assert code != 0 and "rejected by policy" in logs.lower(), logs
+
+
+# --- issue 15: the build Pod as it really runs: uid 1000, only the capabilities its spec leaves ----
+
+@pytest.fixture
+def unprivileged_root():
+    """A root for the materialised Pod that uid 1000 can reach (pytest's tmp dirs are 0700)."""
+    import shutil
+    import tempfile
+    why = R.unprivileged_tools()
+    if why:
+        pytest.fail(why) if os.environ.get(R.REQUIRE) == "require" else pytest.skip(why)
+    path = Path(tempfile.mkdtemp(prefix="ocl-unpriv-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _securitycontext(pod, **changes):
+    pod = copy.deepcopy(pod)
+    pod["spec"]["containers"][0]["securityContext"].update(changes)
+    return pod
+
+
+def test_the_build_pod_builds_as_uid_1000_with_only_what_its_spec_grants(env, run_cli, unprivileged_root):
+    """The generated Pod's script run as its securityContext says (uid 1000, bounding set SETUID and
+    SETGID, privilege escalation allowed for newuidmap's file capabilities): it builds an image
+    whose base has files of another uid, and pushes it."""
+    registry, host, base = env
+    after, pod = first_run(run_cli, cluster(registry, base, F.machineconfig("rendered-worker-1")))
+    ctx = pod["spec"]["containers"][0]["securityContext"]
+    assert (ctx["runAsUser"], ctx["privileged"], ctx["allowPrivilegeEscalation"]) == (1000, False, True)
+    assert set(R.RUNTIME_DEFAULT_CAPS) - set(ctx["capabilities"]["drop"]) == {"SETUID", "SETGID"}
+    code, message, logs = R.run_build_pod_unprivileged(pod, after, host, unprivileged_root / "ok")
+    assert code == 0, logs
+    digest = message.strip()
+    inspected = json.loads(host.run("skopeo", "inspect", "--tls-verify=false",
+                                    f"docker://{registry.host}/ocl/os-image:rendered-worker-1").stdout)
+    assert inspected["Digest"] == digest
+
+
+@pytest.mark.parametrize("why, changes", [
+    ("no privilege escalation: newuidmap's file capabilities are ignored",
+     {"allowPrivilegeEscalation": False}),
+    ("SETUID and SETGID dropped too", {"capabilities": {"drop": ["ALL"]}}),
+])
+def test_without_what_the_pod_spec_grants_rootless_buildah_cannot_unpack_the_image(
+        env, run_cli, unprivileged_root, why, changes):
+    """Each grant is needed: without it buildah falls back to a single-uid user namespace and the
+    base image's file of uid 2 cannot be unpacked."""
+    registry, host, base = env
+    after, pod = first_run(run_cli, cluster(registry, base, F.machineconfig("rendered-worker-1")))
+    code, _, logs = R.run_build_pod_unprivileged(_securitycontext(pod, **changes), after, host,
+                                                 unprivileged_root / "denied")
+    assert code != 0, why
+    assert "single mapping" in logs.lower() and "insufficient uids or gids" in logs.lower(), logs
