@@ -267,6 +267,12 @@ def test_push_to_a_registry_whose_certificate_the_service_ca_signed(env, run_cli
         code, _, logs = R.run_build_pod(pod, bare, host, tmp_path / "pod-without-ca")
         assert code != 0 and "certificate" in logs.lower(), logs
 
+        # the reuse check over verified HTTPS, with the CA and without
+        from reconcile import registry as client
+        pushed = R.auth_file(secure, "pusher")["auths"]
+        assert client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
+        with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):
+            client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed)
         # pruning over verified HTTPS: an older image of the pool goes, the new one stays
         old = R.push_image(secure, "ocl/os-image", "old")
         built = f"{secure.host}/ocl/os-image@{digest}"
