@@ -102,21 +102,29 @@ def test_a_second_rollback_to_the_same_image_is_told_again():
     assert reuse_event(pool, "2026-11-29T10:00:00Z")["metadata"]["name"] == first["metadata"]["name"]
 
 
-@pytest.mark.parametrize("handler", [FakeRegistry, BearerRegistry])
-def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(tmp_path, capsys, monkeypatch, handler):
+@pytest.fixture
+def live_cli(tmp_path, capsys, monkeypatch):
+    """Runs through the API-server stand-in, so that the registry is really asked."""
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    cli = ApiCli(tmp_path, capsys)
-    with serve(handler, manifests=set()) as host:
-        items = F.cluster(settings=settings(host))
-        first = cli.run(items)[1]
-        (pod_a,) = build_objects(first)
-        handler.manifests.add(kubelet.digest_for(pod_a["metadata"]["name"]))      # A was pushed
-        items, id_a = build_to_success(cli, items)
-        image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
-        items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
-        assert handler.heads == []                  # a build id never built is never looked up
+    return ApiCli(tmp_path, capsys)
 
-        code, after, err = cli.run(switch(items, "rendered-worker-1"))
+
+def a_then_b(cli, host):
+    """Rendered config A built, then B built, images pushed to `host`: ready to roll back to A.
+    Returns (items, A's build id, A's image)."""
+    items, id_a = build_to_success(cli, F.cluster(settings=settings(host)))
+    image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
+    items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
+    return items, id_a, image_a
+
+
+@pytest.mark.parametrize("handler", [FakeRegistry, BearerRegistry])
+def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(live_cli, handler):
+    with serve(handler, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host)
+        assert handler.heads == []                  # a build id never built is never looked up
+        handler.manifests.add(image_a.split("@")[1])                # A's image is in the registry
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
         assert code == 0, err
         a = F.the_pool(after)["metadata"]["annotations"]
         assert (a[A.STATE], a[A.IMAGE], a[A.MESSAGE]) == (A.SUCCEEDED, image_a, f"reused {image_a} of build {id_a}")
@@ -125,14 +133,10 @@ def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(tmp_path, caps
         assert "BuildReused" in [e["reason"] for e in F.find(after, "Event")]
 
 
-def test_a_live_rollback_rebuilds_an_image_the_registry_lost(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    cli = ApiCli(tmp_path, capsys)
+def test_a_live_rollback_rebuilds_an_image_the_registry_lost(live_cli):
     with serve(FakeRegistry, manifests=set()) as host:          # holds nothing: A's image is gone
-        items, id_a = build_to_success(cli, F.cluster(settings=settings(host)))
-        image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
-        items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
-        code, after, err = cli.run(switch(items, "rendered-worker-1"))
+        items, id_a, image_a = a_then_b(live_cli, host)
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
     assert code == 0, err
     a = F.the_pool(after)["metadata"]["annotations"]
     assert a[A.STATE] == A.PENDING
@@ -141,15 +145,11 @@ def test_a_live_rollback_rebuilds_an_image_the_registry_lost(tmp_path, capsys, m
     assert obj["metadata"]["labels"][BUILD_ID] == id_a
 
 
-def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    cli = ApiCli(tmp_path, capsys)
+def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(live_cli):
     with serve(FakeRegistry, manifests=set()) as host:
-        items, id_a = build_to_success(cli, F.cluster(settings=settings(host)))
-        image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
-        items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
+        items, _, image_a = a_then_b(live_cli, host)
     # the registry is down now
-    code, after, err = cli.run(switch(items, "rendered-worker-1"))
+    code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
     assert code == 0, err
     a = F.the_pool(after)["metadata"]["annotations"]
     assert a[A.STATE] == A.PENDING and len(build_objects(after)) == 1
