@@ -148,6 +148,8 @@ def _observe(cluster, args, now: datetime):
     try:
         seen = observe.observe(cluster, args.namespace)
         planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
+        if args.registry_ca and not os.path.isfile(args.registry_ca):
+            raise Fatal(f"--registry-ca {args.registry_ca}: no such file")
         if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
             from reconcile import registry
             ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)

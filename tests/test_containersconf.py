@@ -90,3 +90,10 @@ def test_an_openshift_build_gets_them_from_its_build_controller_not_from_us(run_
     assert code == 0, err
     assert [o["kind"] for o in F.owned(after)].count("Build") == 1
     assert not [o for o in F.owned(after) if o["metadata"]["name"].startswith("ocl-containers-")]
+
+
+def test_a_registry_ca_that_does_not_exist_is_a_one_line_fatal_error(run_cli, tmp_path):
+    code, out, err = run_cli("diff", "--snapshot", str(run_cli.write(F.cluster())),
+                             "--registry-ca", str(tmp_path / "missing.crt"))
+    assert (code, out) == (3, "") and err.strip().endswith(f"--registry-ca {tmp_path / 'missing.crt'}: no such file")
+    assert len(err.strip().splitlines()) == 1

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile.contract import objects
 from reconcile.build import templates
+from reconcile.contract import objects
 
 LABEL = "ocl-reconciler.io/build-input"
 ALIAS = "coreos-assembler.coreos.com/secret"

@@ -40,7 +40,8 @@ def decode(contents: Mapping[str, Any], path: str) -> str:
     if not sep:
         raise Unreadable(f"{path}: contents.source is not a valid data: URL")
     try:
-        data = base64.b64decode(payload, validate=False) if header.endswith(";base64") else _percent_decode(payload)
+        base64_encoded = header.endswith(";base64")
+        data = base64.b64decode(payload, validate=False) if base64_encoded else _percent_decode(payload)
         if contents.get("compression") == "gzip":
             data = gzip.decompress(data)
         elif contents.get("compression"):

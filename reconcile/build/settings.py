@@ -29,8 +29,8 @@ _PRINTABLE_LINE = re.compile(r"^[^\x00-\x1f\x7f]*$")
 #: MachineOSConfig's renderedImagePushSpec rule (openshift/api, machineosconfigs CRD,
 #: x-kubernetes-validations): host[:port][/namespace]/name:tag with a registry host, or a service
 #: name.namespace.svc:port/repository/name:tag. So: a registry host, a tag, no digest.
-_PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+"
-                         r":[a-zA-Z0-9._-]+$"),
+_PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
+                         r"(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+:[a-zA-Z0-9._-]+$"),
               re.compile(r"^[^.]+\.[^.]+\.svc:\d+\/[^\/]+\/[^\/]+:[^\/]+$"))
 
 

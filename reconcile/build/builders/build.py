@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconcile.contract import annotations as A
 from reconcile.build import imageref, templates
-from reconcile.contract import objects
 from reconcile.build.builders.base import BuildContext, BuildStatus, last_line, transient_text
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
 
 kind = "Build"
 api_version = "build.openshift.io/v1"
