@@ -145,11 +145,11 @@ def _cluster(args, now: datetime):
 def _observe(cluster, args, now: datetime):
     """Read the cluster; a failed read is fatal (exit 3), as nothing can be planned without it."""
     from reconcile.cluster import ClusterError, observe
+    if args.registry_ca and not os.path.isfile(args.registry_ca):
+        raise Fatal(f"--registry-ca {args.registry_ca}: no such file")         # before reading anything
     try:
         seen = observe.observe(cluster, args.namespace)
         planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
-        if args.registry_ca and not os.path.isfile(args.registry_ca):
-            raise Fatal(f"--registry-ca {args.registry_ca}: no such file")
         if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
             from reconcile import registry
             ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)

@@ -126,14 +126,17 @@ class Decision:
     build_obj: Mapping[str, Any] | None = None
     status: BuildStatus | None = None
     observed: Observation | None = None
-    #: START, RETRY: the image the history maps the build id to; the shell asks the registry
-    #: about it and passes the answer to `with_lookup`
-    candidate: str | None = None
     lookup: images.Lookup | None = None
 
     @property
     def needs_build(self) -> bool:
         return self.transition in NEEDS_BUILD
+
+    @property
+    def candidate(self) -> str | None:
+        """START, RETRY: the image the history maps the build id to; the shell asks the registry
+        about it and passes the answer to `with_lookup`."""
+        return images.produced(self.pool, self.inputs.build_id) if self.needs_build else None
 
 
 def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
@@ -175,11 +178,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS)
-    transition = decide(observed)
-    candidate = images.produced(pool, inp.build_id) if transition in NEEDS_BUILD else None
-    return Decision(transition, name, pool, settings=settings, builder=builder, inputs=inp,
+    return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
-                    observed=observed, candidate=candidate)
+                    observed=observed)
 
 
 def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
