@@ -67,12 +67,17 @@ def pool(name: str = "worker", rendered: str | None = None, opted_in: bool = Tru
             "status": {"machineCount": 3}}
 
 
-def machineconfig(name: str, files: int = 3) -> dict[str, Any]:
+def machineconfig(name: str, files: int = 3, content: str | None = None) -> dict[str, Any]:
+    """A rendered MachineConfig. As the MCO names a rendered config by a hash of its content, two
+    names hold different content (a file holds `content`, by default the name) unless a test
+    gives them the same `content` on purpose."""
     return {"apiVersion": f"{MCO}/v1", "kind": "MachineConfig",
             "metadata": {"name": name, "uid": f"uid-mc-{name}", "resourceVersion": "30"},
             "spec": {"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
                 {"path": f"/etc/example-{i}.conf", "mode": 420,
-                 "contents": {"source": f"data:,file%20{i}"}} for i in range(files)]}},
+                 "contents": {"source": f"data:,file%20{i}"}} for i in range(files)] + [
+                {"path": "/etc/example-content.conf", "mode": 420,
+                 "contents": {"source": f"data:,{content if content is not None else name}"}}]}},
                      "kernelType": "default", "extensions": []}}
 
 
@@ -103,3 +108,9 @@ def owned(items: list[dict[str, Any]], pool_name: str | None = None) -> list[dic
             and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "ocl-reconciler"
             and (pool_name is None
                  or o["metadata"]["labels"].get("ocl-reconciler.io/pool") == pool_name)]
+
+
+def content(pool: dict[str, Any]) -> str:
+    """The image content digest of the pool's rendered config as machineconfig() makes it."""
+    from reconcile.build import imagecontent
+    return imagecontent.digest(machineconfig(pool["spec"]["configuration"]["name"]))

@@ -23,7 +23,7 @@ def _settings(builder_type: str) -> settings.Settings:
 def generate(builder_type: str, material: desired.Material | None = None):
     s = _settings(builder_type)
     pool = F.pool("worker")
-    inp = desired.inputs(s, pool)
+    inp = desired.inputs(s, pool, F.content(pool))
     return desired.objects(s, pool, inp, builders.for_type(builder_type), F.machineconfig(inp.rendered_config),
                            material)
 

@@ -25,7 +25,8 @@ def good_settings() -> settings.Settings:
 
 
 def decide(pool, owned=(), s=None):
-    return lifecycle.decide_pool(s or good_settings(), pool, list(owned))
+    rendered = pool["spec"]["configuration"]["name"]
+    return lifecycle.decide_pool(s or good_settings(), pool, list(owned), {rendered: F.machineconfig(rendered)})
 
 
 def plan(pool, owned=(), mc=None, s=None):
@@ -147,8 +148,8 @@ def test_every_settings_input_changes_the_build_id(field, value):
     base = good_settings()
     pool = F.pool()
     from reconcile.core import desired
-    before = desired.inputs(base, pool).build_id
-    after = desired.inputs(dataclasses.replace(base, **{field: value}), pool).build_id
+    before = desired.inputs(base, pool, F.content(pool)).build_id
+    after = desired.inputs(dataclasses.replace(base, **{field: value}), pool, F.content(pool)).build_id
     assert before != after
 
 

@@ -280,7 +280,7 @@ def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
     from reconcile.cluster import observe
     from reconcile.core import desired
     seen = observe.observe(server.store, F.NS)
-    inp = desired.inputs(seen.settings, F.the_pool(server.items()))
+    inp = desired.inputs(seen.settings, F.the_pool(server.items()), F.content(F.the_pool(server.items())))
     squatter = F.configmap(desired.names(inp).build.replace("ocl-build", "ocl-dockerfile"), {"x": "y"})
     with APIServer(F.cluster(extra=[copy.deepcopy(squatter)])) as server:
         assert run(server, tmp_path) == 2

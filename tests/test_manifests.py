@@ -94,7 +94,8 @@ def test_dockerfile_refuses_control_characters(value):
 def _inputs(custom: str = "", release: str = "4.16.0") -> desired.BuildInputs:
     s = _settings(osimage={"releaseVersion": release},
                   custom=F.configmap("on-cluster-build-custom-dockerfile", {"worker": custom}) if custom else None)
-    return desired.inputs(s, F.pool("worker", rendered="rendered-worker-0123456789abcdef"))
+    pool = F.pool("worker", rendered="rendered-worker-0123456789abcdef")
+    return desired.inputs(s, pool, F.content(pool))
 
 
 @pytest.mark.parametrize("case, custom", [
@@ -117,7 +118,7 @@ def test_dockerfile_release_with_quote_and_dollar_is_escaped():
 def _generated():
     s = _settings()
     pool = F.pool("worker")
-    inp = desired.inputs(s, pool)
+    inp = desired.inputs(s, pool, F.content(pool))
     return desired.objects(s, pool, inp, builders.pod, F.machineconfig(inp.rendered_config))
 
 

@@ -20,7 +20,8 @@ EXT = "quay.io/ocp/extensions@sha256:" + "e" * 64
 def _inputs(ext_image=EXT):
     s = settings.read(F.NS, {"on-cluster-build-config": F.build_config(),
                              "machine-config-osimageurl": F.osimageurl(baseOSExtensionsContainerImage=ext_image)})
-    return desired.inputs(s, F.pool("worker", rendered="rendered-worker-0123456789abcdef"))
+    pool = F.pool("worker", rendered="rendered-worker-0123456789abcdef")
+    return desired.inputs(s, pool, F.content(pool))
 
 
 def _mc(extensions=(), kernel_type="default", kargs=()):
@@ -66,7 +67,7 @@ def test_extensions_need_the_extensions_image(any_cli):
 def test_a_kernel_type_alone_names_itself_as_what_needs_the_extensions_image():
     from reconcile.core import desired
     from tests.test_lifecycle_unit import good_settings
-    inp = desired.inputs(good_settings(), F.pool())
+    inp = desired.inputs(good_settings(), F.pool(), F.content(F.pool()))
     mc = F.machineconfig("rendered-worker-1")
     mc["spec"].update(kernelType="realtime", extensions=[])
     with pytest.raises(desired.Blocked) as err:

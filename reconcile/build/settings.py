@@ -21,6 +21,12 @@ SETTINGS_CONFIGMAPS = (BUILD_CONFIG, OSIMAGEURL, CUSTOM_DOCKERFILE)
 CUSTOM_POD_BUILDER = "custom-pod-builder"
 OPENSHIFT_IMAGE_BUILDER = "openshift-image-builder"
 BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
+#: How a built image reaches the nodes (key `rollout`). `annotation`, the default, only records it
+#: on the pool (what earlier versions did, so upgrading never starts reboots by itself);
+#: `machineconfig` also writes a MachineConfig holding only `spec.osImageURL`, which the MCO
+#: renders and rolls out (core/rollout.py).
+ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG = "annotation", "machineconfig"
+ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
 #: Without baseImagePullSecretName the cluster's global pull secret is used, as the MCO does
 #: (openshift/machine-config-operator #4756); a reference to another namespace is `namespace/name`.
@@ -51,6 +57,11 @@ class Settings:
     release_version: str
     buildah_image: str
     custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
+    rollout: str = ROLLOUT_ANNOTATION
+
+    @property
+    def machineconfig_rollout(self) -> bool:
+        return self.rollout == ROLLOUT_MACHINECONFIG
 
 
 def _data(cm: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -97,6 +108,10 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if builder not in BUILDER_TYPES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'imageBuilderType': unknown builder "
                             f"{builder!r} (want one of {', '.join(BUILDER_TYPES)})")
+    rollout = (build.get("rollout") or "").strip() or ROLLOUT_ANNOTATION
+    if rollout not in ROLLOUT_MODES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
+                            f"(want one of {', '.join(ROLLOUT_MODES)})")
     buildah = _image(BUILD_CONFIG, "buildahImage",
                      (build.get("buildahImage") or "").strip() or DEFAULT_BUILDAH_IMAGE)
     osurl = _data(configmaps[OSIMAGEURL])
@@ -112,7 +127,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         namespace=namespace, pull_secret=pull, push_secret=push, pullspec=pullspec,
         repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
         extensions_image=ext, release_version=release, buildah_image=buildah,
-        custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))),
+        custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
     )
 
 

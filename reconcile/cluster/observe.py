@@ -101,15 +101,24 @@ def _list_optional(cluster: Cluster, kind: str, namespace: str,
         return []
 
 
-def list_owned(cluster: Cluster, namespace: str, pool: str | None = None) -> list[dict[str, Any]]:
+def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
+               rollout: bool = False) -> list[dict[str, Any]]:
+    """Our objects of every kind (of one pool); with `rollout`, our MachineConfigs too (cluster-scoped,
+    listed only with `rollout: machineconfig`, whose RBAC Component grants it)."""
     selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: naming.pool_label(pool)} if pool else {}))
-    return [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
+    found = [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
+    return found + (cluster.list("MachineConfig", None, selector) if rollout else [])
+
+
+def _rollout(found: Settings | Problem) -> bool:
+    return isinstance(found, Settings) and found.machineconfig_rollout
 
 
 def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace, {naming.MANAGED_BY: objects.ABSENT})
-    return Observed(namespace, read_settings(namespace, configmaps), cluster.list("MachineConfigPool", None),
-                    list_owned(cluster, namespace), configmaps)
+    found = read_settings(namespace, configmaps)
+    return Observed(namespace, found, cluster.list("MachineConfigPool", None),
+                    list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
 
 
 @dataclass
@@ -144,10 +153,13 @@ class Planner:
                     self.lookups[image] = images.Lookup(image, None, str(err))
         return self.lookups[image]
 
-    def read(self, wanted: Iterable[str]) -> None:
-        """Read these MachineConfigs and the build material, each at most once."""
+    def _read_machineconfigs(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
             self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or lifecycle.MISSING
+
+    def read(self, wanted: Iterable[str]) -> None:
+        """Read these MachineConfigs and the build material, each at most once."""
+        self._read_machineconfigs(wanted)
         if self.material is None and isinstance(self.seen.settings, Settings):
             self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps)
 
@@ -156,8 +168,15 @@ class Planner:
         """Decide every pool first (pure), ask the registry about images a build could reuse, read
         the MachineConfigs and build material only for the transitions that still make a new
         build, then build each transition's actions (pure)."""
+        if isinstance(self.seen.settings, Settings):        # else every pool is Blocked: read nothing
+            self._read_machineconfigs(lifecycle.unknown_content(pools, only))
+        everyone = {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
+        fresh = {(o.get("kind"), objects.name(o)) for o in owned}
+        view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
+            o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
         decisions = [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
-                     for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only)]
+                     for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only,
+                                                       self.machineconfigs, view)]
         due = [d for d in decisions if d.needs_build]
         if due:
             self.read(d.inputs.rendered_config for d in due)
@@ -199,7 +218,7 @@ class Planner:
 
     def replan(self, pool_name: str) -> PoolPlan | None:
         pool = self.cluster.get("MachineConfigPool", "", pool_name)
-        owned = list_owned(self.cluster, self.seen.namespace, pool_name)
+        owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings))
         plans = self._plan([pool] if pool else [], owned, [pool_name])
         return plans[0] if plans else None
 

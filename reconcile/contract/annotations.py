@@ -17,6 +17,9 @@ BUILT_CONFIG = PREFIX + "built-config"
 REBUILD = PREFIX + "rebuild"
 REBUILD_HANDLED = PREFIX + "rebuild-handled"
 ATTEMPT = PREFIX + "attempt"
+#: `<rendered config>=<digest>`: the image content (build/imagecontent.py) of the rendered config
+#: the state is about, so a steady run never reads the MachineConfig to know it
+CONTENT = PREFIX + "content"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: At most this many images are remembered (annotations share 256 KiB per object).
 IMAGES_LIMIT = 50
@@ -38,6 +41,16 @@ def owned(key: str) -> bool:
     """Keys removed on opt-out: every `ocl-reconciler.io/*` key (a pending rebuild request too:
     opting out forgets the pool) and the image annotation."""
     return key.startswith(PREFIX) or key == IMAGE
+
+
+def content(rendered_config: str, digest: str) -> str:
+    return f"{rendered_config}={digest}"
+
+
+def recorded_content(ann: Mapping[str, str], rendered_config: str) -> str | None:
+    """The content digest recorded for this rendered config, if it is the one recorded."""
+    name, sep, digest = (ann.get(CONTENT) or "").rpartition("=")
+    return digest if sep and digest and name == rendered_config else None
 
 
 def one_line(text: str, limit: int = 512) -> str:

@@ -35,6 +35,8 @@ class PoolPlan:
     notes: list[str] = field(default_factory=list)
     #: The lifecycle transition (README "Lifecycle"), e.g. "START", "REUSE".
     transition: str = ""
+    #: Pools that will roll out the image this plan writes into a MachineConfig (rollout: machineconfig).
+    rollout: tuple[str, ...] = ()
 
     @property
     def blocked(self) -> bool:

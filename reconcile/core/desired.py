@@ -25,7 +25,9 @@ class Blocked(Exception):
 
 @dataclass(frozen=True)
 class BuildInputs:
-    """Every input a build depends on; hashed into the build id."""
+    """Every input a build depends on; hashed into the build id. The rendered config is named by
+    the objects and the image's tag, but the id hashes what it holds (`content`,
+    build/imagecontent.py), not its name, which changes with our own osImageURL."""
     pool: str
     rendered_config: str
     base_image: str
@@ -37,10 +39,17 @@ class BuildInputs:
     pull_secret: str
     push_secret: str
     rebuild_token: str
+    content: str = ""
 
     @functools.cached_property
     def build_id(self) -> str:
-        return naming.build_id(asdict(self))
+        return naming.build_id({k: v for k, v in asdict(self).items() if k != "rendered_config"})
+
+    @functools.cached_property
+    def legacy_build_id(self) -> str:
+        """The id versions before the content digest gave the same inputs (they hashed the
+        rendered config's name): a pool they built keeps its image after an upgrade."""
+        return naming.build_id({k: v for k, v in asdict(self).items() if k != "content"})
 
 
 def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
@@ -49,7 +58,9 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
     return pool_annotations.get(A.REBUILD) or pool_annotations.get(A.REBUILD_HANDLED) or ""
 
 
-def inputs(settings: Settings, pool: Mapping[str, Any]) -> BuildInputs:
+def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None) -> BuildInputs:
+    """`content`: the image content digest of the pool's rendered config (None: it could not be
+    read)."""
     md = pool.get("metadata") or {}
     name = md.get("name", "")
     if not _LABEL_VALUE.match(naming.pool_label(name)):
@@ -64,13 +75,15 @@ def inputs(settings: Settings, pool: Mapping[str, Any]) -> BuildInputs:
     if not rendered:
         raise Blocked(f"MachineConfigPool {name}: spec.configuration.name is empty; "
                       "no rendered MachineConfig to build yet")
+    if content is None:
+        raise Blocked(f"MachineConfig {rendered} not found")
     return BuildInputs(
         pool=name, rendered_config=rendered, base_image=settings.base_image,
         extensions_image=settings.extensions_image, release_version=settings.release_version,
         pullspec=settings.pullspec, builder_type=settings.builder_type,
         custom_dockerfile=custom,
         pull_secret=settings.pull_secret, push_secret=settings.push_secret,
-        rebuild_token=rebuild_token(md.get("annotations") or {}),
+        rebuild_token=rebuild_token(md.get("annotations") or {}), content=content,
     )
 
 
@@ -100,13 +113,15 @@ class Material:
     trust_bundle: str | None = None                # the cluster's additional CA bundle
 
 
-def build_name(inp: BuildInputs, attempt: int = 1) -> str:
-    """The build object of an attempt: the first keeps the plain name, retries are numbered."""
-    return names(inp).build if attempt <= 1 else naming.object_name(f"build{attempt}", inp.pool, inp.build_id)
+def build_name(inp: BuildInputs, attempt: int = 1, build_id: str | None = None) -> str:
+    """The build object of an attempt: the first keeps the plain name, retries are numbered.
+    `build_id`: another id than the inputs' (the one an earlier version gave them)."""
+    return naming.object_name("build" if attempt <= 1 else f"build{attempt}", inp.pool, build_id or inp.build_id)
 
 
-def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1) -> str:
-    return f"{builder.kind}/{namespace}/{build_name(inp, attempt)}"
+def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1,
+              build_id: str | None = None) -> str:
+    return f"{builder.kind}/{namespace}/{build_name(inp, attempt, build_id)}"
 
 
 def image_labels(inp: BuildInputs) -> list[dict[str, str]]:

@@ -34,13 +34,23 @@ def event(pool: Mapping[str, Any], state: str, subject: str, message: str, time:
           reason: str | None = None, since: str = "") -> dict[str, Any]:
     """`since`: the pool's previous transition time; `reason` overrides the state's."""
     default, kind = REASONS[state]
-    reason = reason or default
-    uid = objects.meta(pool).get("uid", "")
-    key = "|".join((uid, objects.name(pool), since, state, reason, subject,
-                    message if state == A.BLOCKED else ""))
-    name = f"{naming.pool_label(objects.name(pool))}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     text = message or {A.PENDING: f"started {subject}", A.BUILDING: f"{subject} is running",
                        A.SUCCEEDED: f"built {subject}"}.get(state, state)
+    return _event(pool, reason or default, kind, text, time,
+                  (since, state, reason or default, subject, message if state == A.BLOCKED else ""))
+
+
+def notice(pool: Mapping[str, Any], reason: str, message: str, subject: str, time: str,
+           since: str = "", kind: str = "Normal") -> dict[str, Any]:
+    """An Event about the pool that is not a state change (the rollout of its image)."""
+    return _event(pool, reason, kind, message, time, (since, reason, subject))
+
+
+def _event(pool: Mapping[str, Any], reason: str, kind: str, message: str, time: str,
+           key: tuple[str, ...]) -> dict[str, Any]:
+    uid = objects.meta(pool).get("uid", "")
+    joined = "|".join((uid, objects.name(pool), *key))
+    name = f"{naming.pool_label(objects.name(pool))}.{hashlib.sha256(joined.encode()).hexdigest()[:16]}"
     return templates.render_object("event.yaml.j2", name=name, namespace=NAMESPACE,
                                    pool=objects.name(pool), uid=uid, reason=reason,
-                                   message=A.one_line(text, 1024), type=kind, time=time)
+                                   message=A.one_line(message, 1024), type=kind, time=time)

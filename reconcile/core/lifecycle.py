@@ -16,13 +16,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile.build import builders
+from reconcile.build import builders, imagecontent
 from reconcile.build.builders.base import Builder, BuildStatus
 from reconcile.build.settings import Settings
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, events, images, patches
+from reconcile.core import desired, events, images, patches, rollout
 from reconcile.core.actions import Action, PoolPlan
 
 #: Passed as a MachineConfig that does not exist.
@@ -50,9 +50,17 @@ class Transition(enum.Enum):
              "another attempt (at most 3): `Pending`, `ocl-reconciler.io/attempt` counts, the message "
              "keeps each attempt's reason")
     GIVE_UP = ("the same at the third attempt", "`Failed`: `failed after 3 attempts: ...`")
-    BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go)")
-    OPT_OUT = ("label removed", "delete the pool's build objects, remove every `ocl-reconciler.io/*` "
-               "annotation (a rebuild request too) and the image annotation")
+    EQUIVALENT = ("built for the current inputs, but recorded for another rendered config with the same "
+                  "image content (our own osImageURL MachineConfig or a kernel argument gave the pool a new "
+                  "rendered config), or recorded `Succeeded` by an earlier version under its build id",
+                  "build nothing: one pool patch records the rendered config and its content digest, "
+                  "the image is kept; no Event")
+    BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go); "
+             "with `rollout: machineconfig`, the pool's MachineConfig is written if it is missing or "
+             "points at another image")
+    OPT_OUT = ("label removed", "delete the pool's build objects (and its rollout MachineConfig: the MCO "
+               "then rolls the pool back to the release's OS image, Event `ImageRollback`), remove every "
+               "`ocl-reconciler.io/*` annotation (a rebuild request too) and the image annotation")
     POOL_GONE = ("pool deleted", "its objects are deleted (no garbage collector is needed)")
     BLOCKED = ("invalid or missing inputs",
                "`Blocked`; the message names the ConfigMap, Secret or key; other pools go on")
@@ -81,12 +89,20 @@ class Observation:
     #: the registry has the image the history maps this build id to (asked only for a START or
     #: RETRY, see `with_lookup`)
     reusable: bool = False
+    #: the pool's recorded rendered config and content digest are the current ones
+    content_recorded: bool = True
+    #: the annotations are about the build an earlier version named for the current inputs
+    legacy_ref: bool = False
 
 
 def decide(o: Observation) -> Transition:
     match o:
-        case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True):
+        case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True, content_recorded=True):
             return Transition.BUILT
+        case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True):
+            return Transition.EQUIVALENT
+        case Observation(legacy_ref=True, recorded=A.SUCCEEDED, has_image=True):
+            return Transition.EQUIVALENT
         case Observation(at_ref=True, recorded=A.FAILED | A.INTERRUPTED):
             return Transition.STAY_FAILED
         case Observation(reusable=True):
@@ -127,6 +143,8 @@ class Decision:
     status: BuildStatus | None = None
     observed: Observation | None = None
     lookup: images.Lookup | None = None
+    #: with `rollout: machineconfig`: every pool and our MachineConfigs
+    rollout: rollout.View | None = None
 
     @property
     def needs_build(self) -> bool:
@@ -156,37 +174,86 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 
 # --- deciding ----------------------------------------------------------------------------------
 
+def content_of(pool: Mapping[str, Any], machineconfigs: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The image content digest of the pool's current rendered config: recorded on the pool, else
+    from its MachineConfig (None when that is not in `machineconfigs` or missing)."""
+    rendered = _rendered(pool)
+    known = A.recorded_content(objects.annotations(pool), rendered)
+    if known:
+        return known
+    mc = machineconfigs.get(rendered)
+    return imagecontent.digest(mc) if mc else None
+
+
+def unknown_content(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[str]:
+    """The rendered configs whose content no pool annotation records: the only MachineConfigs a
+    run reads before deciding (a steady run reads none)."""
+    selected = set(only)
+    return sorted({_rendered(p) for p in pools if opted_in(p) and _rendered(p)
+                   and (not selected or objects.name(p) in selected)
+                   and not A.recorded_content(objects.annotations(p), _rendered(p))})
+
+
+def _rendered(pool: Mapping[str, Any]) -> str:
+    return (((pool.get("spec") or {}).get("configuration") or {}).get("name") or "")
+
+
 def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
-                owned: Iterable[Mapping[str, Any]]) -> Decision:
-    """The transition of one opted-in pool."""
+                owned: Iterable[Mapping[str, Any]],
+                machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+                view: rollout.View | None = None) -> Decision:
+    """The transition of one opted-in pool. `machineconfigs`: rendered configs by name, at least
+    those `unknown_content` names; `view`: with `rollout: machineconfig`."""
     name = objects.name(pool)
     if isinstance(settings, Problem):
         return Decision(Transition.BLOCKED, name, pool, problem=settings.message)
     builder = builders.for_type(settings.builder_type)      # settings.read validated the type
     try:
-        inp = desired.inputs(settings, pool)
+        inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}))
     except desired.Blocked as err:
         return Decision(Transition.BLOCKED, name, pool, problem=str(err))
+    why = rollout.problem(view, pool) if view is not None else None
+    if why:
+        return Decision(Transition.BLOCKED, name, pool, problem=why)
     ann = objects.annotations(pool)
     attempt = _attempt(ann, builder, settings.namespace, inp)
+    owned = [o for o in owned if o.get("kind") != rollout.KIND]     # the rollout is not a build object
     current = tuple(o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == inp.build_id)
     stale = tuple(o for o in owned if o not in current)
     build_obj = next((o for o in current if o.get("kind") == builder.kind
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
     status = builder.read_status(build_obj) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
+    legacy = {desired.build_ref(builder, settings.namespace, inp, n, inp.legacy_build_id)
+              for n in range(1, A.MAX_ATTEMPTS + 1)}
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
-                           attempts_left=attempt < A.MAX_ATTEMPTS)
+                           attempts_left=attempt < A.MAX_ATTEMPTS,
+                           content_recorded=ann.get(A.CONTENT) == A.content(inp.rendered_config, inp.content),
+                           legacy_ref=ann.get(A.BUILD) in legacy and ann.get(A.RENDERED) == inp.rendered_config)
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
-                    observed=observed)
+                    observed=observed, rollout=view)
+
+
+def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
+                 owned: Iterable[Mapping[str, Any]]) -> rollout.View | None:
+    """The view a machineconfig rollout is decided on (every pool, not only those planned)."""
+    if isinstance(settings, Problem) or not settings.machineconfig_rollout:
+        return None
+    pools = list(pools)
+    return rollout.view(pools, owned, [objects.name(p) for p in pools if opted_in(p)])
 
 
 def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
-                   owned: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[Decision]:
+                   owned: Iterable[Mapping[str, Any]], only: Iterable[str] = (),
+                   machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+                   view: rollout.View | None = None) -> list[Decision]:
     """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
-    included; objects without our labels are never acted on."""
+    included; objects without our labels are never acted on. `view` defaults to one of these
+    pools and objects."""
+    pools, owned = list(pools), list(owned)
+    view = view if view is not None else rollout_view(settings, pools, owned)
     ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
             and objects.labels(o).get(naming.POOL_LABEL)]
     by_pool = objects.by_label(ours, naming.POOL_LABEL)      # keyed by naming.pool_label()
@@ -198,12 +265,12 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
             continue
         mine = by_pool.pop(naming.pool_label(name), [])
         if opted_in(pool):
-            out.append(decide_pool(settings, pool, mine))
+            out.append(decide_pool(settings, pool, mine, machineconfigs, view))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
-            out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine)))
+            out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine), rollout=view))
     for label, orphans in sorted(by_pool.items()):
         if not selected or label in {naming.pool_label(s) for s in selected}:
-            out.append(Decision(Transition.POOL_GONE, label, owned=tuple(orphans)))
+            out.append(Decision(Transition.POOL_GONE, label, owned=tuple(orphans), rollout=view))
     return out
 
 
@@ -233,17 +300,48 @@ class _Step:
 
 
 def _built(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    out = _rollout(s, s.ann[A.IMAGE], s.ann.get(A.BUILT_CONFIG) or s.d.inputs.rendered_config, False)
+    current = s.ann.get(A.MESSAGE, "")
+    if out.waiting and current != A.one_line(out.waiting):
+        _patch_annotations(s.plan, s.d.pool, {A.MESSAGE: A.one_line(out.waiting)})
+    elif not out.waiting and current.startswith(rollout.WAITING):
+        _patch_annotations(s.plan, s.d.pool, {A.MESSAGE: ""})
+    _apply_rollout(s, out)
     s.delete(s.d.current + s.d.stale)           # leftovers of a run killed after recording
-    s.plan.state_after = A.SUCCEEDED
+    s.plan.state_after, s.plan.message = A.SUCCEEDED, out.waiting or current
+
+
+def _equivalent(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The image recorded is the one these inputs make: the pool's new rendered config holds the
+    same image content, or an earlier version recorded the success under its build id."""
+    d, ann, image = s.d, s.ann, s.ann[A.IMAGE]
+    if d.observed.legacy_ref:
+        message = (f"kept {image}: an earlier version of ocl-reconciler built it for these inputs "
+                   f"(its build id is {d.inputs.build_id} now)")
+    else:
+        message = (f"{d.inputs.rendered_config} has the image content of "
+                   f"{ann.get(A.BUILT_CONFIG) or ann.get(A.RENDERED)}: nothing to build")
+    out = _rollout(s, image, ann.get(A.BUILT_CONFIG) or d.inputs.rendered_config, False)
+    s.plan.notes.append(message)
+    s.plan.state_after, s.plan.message = A.SUCCEEDED, out.waiting or message
+    _patch_annotations(s.plan, d.pool, A.changes(ann, {
+        **s.base, A.MESSAGE: A.one_line(s.plan.message), A.IMAGES: images.recorded(d.pool, d.inputs.build_id, image)}))
+    _apply_rollout(s, out)
+    s.delete(d.current + d.stale)
 
 
 def _stay_failed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    # an equivalent rendered config (a kernel argument): recorded, so later runs need not read it
+    _patch_annotations(s.plan, s.d.pool, A.changes(s.ann, {k: s.base[k] for k in (A.RENDERED, A.CONTENT)}))
     s.delete(s.d.stale)                         # the failed build's objects stay for debugging
     s.plan.state_after, s.plan.message = s.ann.get(A.STATE), s.ann.get(A.MESSAGE, "")
 
 
 def _succeed(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    _record_image(s, f"{s.d.settings.repo}@{s.d.status.digest}")      # both parts validated already
+    image = f"{s.d.settings.repo}@{s.d.status.digest}"                # both parts validated already
+    out = _rollout(s, image, s.d.inputs.rendered_config, True)
+    _record_image(s, image, out.waiting)
+    _apply_rollout(s, out)                                             # after the success is recorded
     s.delete(s.d.current + s.d.stale)
 
 
@@ -255,7 +353,9 @@ def _reuse(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     if d.lookup.simulated:
         s.plan.notes.append(f"reuse {image}: a snapshot run does not ask the registry; a live run "
                             "reuses it only if the registry still has it")
-    _record_image(s, image, message, reason=events.REUSED)
+    out = _rollout(s, image, d.inputs.rendered_config, True)
+    _record_image(s, image, "; ".join(m for m in (message, out.waiting) if m), reason=events.REUSED)
+    _apply_rollout(s, out)
     s.delete(d.current + d.stale)
 
 
@@ -310,12 +410,29 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
 
 def _opt_out(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
     """Our objects go, and so does every key of ours on the pool."""
-    s.delete(s.d.owned)
+    s.delete(o for o in s.d.owned if o.get("kind") != rollout.KIND)
     _patch_annotations(s.plan, s.d.pool, {k: None for k in s.ann if A.owned(k)})
+    _apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), s.d.pool, s.d.pool_name, rfc3339(s.now)))
 
 
 def _pool_gone(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    s.delete(s.d.owned)
+    s.delete(o for o in s.d.owned if o.get("kind") != rollout.KIND)
+    _apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), None, s.d.pool_name, rfc3339(s.now)))
+
+
+def _rollout(s: _Step, image: str, built_config: str, transition: bool) -> rollout.Rollout:
+    """With `rollout: machineconfig`, what it takes for the pool's MachineConfig to hold `image`.
+    `transition`: the plan records a transition (the Event is named with its time)."""
+    if s.d.rollout is None:
+        return rollout.Rollout()
+    since = rfc3339(s.now) if transition else s.ann.get(A.TRANSITION, "")
+    return rollout.ensure(s.d.rollout, s.d.pool, image, built_config, rfc3339(s.now), since)
+
+
+def _apply_rollout(s: _Step, out: rollout.Rollout) -> None:
+    s.plan.actions += out.actions
+    s.plan.notes += out.notes
+    s.plan.rollout = out.pools
 
 
 def _blocked(s: _Step, message: str) -> None:
@@ -328,7 +445,8 @@ ACTIONS: dict[Transition, Callable[[_Step, Mapping[str, Any] | None, desired.Mat
     Transition.START: _start, Transition.RETRY: _start, Transition.REUSE: _reuse,
     Transition.PROGRESS: _progress,
     Transition.SUCCEED: _succeed, Transition.FAIL: _progress, Transition.STAY_FAILED: _stay_failed,
-    Transition.GIVE_UP: _give_up, Transition.BUILT: _built, Transition.OPT_OUT: _opt_out,
+    Transition.GIVE_UP: _give_up, Transition.BUILT: _built, Transition.EQUIVALENT: _equivalent,
+    Transition.OPT_OUT: _opt_out,
     Transition.POOL_GONE: _pool_gone,
     Transition.BLOCKED: lambda s, mc, material: _blocked(s, s.d.problem),
 }
@@ -342,6 +460,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
                              transition=d.transition.name), now)
     if d.inputs is not None and d.settings is not None:
         step.base = {A.RENDERED: d.inputs.rendered_config,
+                     A.CONTENT: A.content(d.inputs.rendered_config, d.inputs.content),
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
                      A.ATTEMPT: str(d.attempt)}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
@@ -361,7 +480,7 @@ def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], o
     `machineconfigs` is taken as missing)."""
     mcs = machineconfigs or {}
     return [act(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
-            for d in decide_cluster(settings, pools, owned, only)]
+            for d in decide_cluster(settings, pools, owned, only, mcs)]
 
 
 # --- helpers -----------------------------------------------------------------------------------

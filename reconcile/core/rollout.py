@@ -1,0 +1,185 @@
+"""Handing a built image to the MCO (`rollout: machineconfig`): one MachineConfig per pool, named
+for it, holding only `spec.osImageURL` and the pool's role label, as the MCO's own
+`CreatePreBuiltImageMachineConfig` does (openshift/machine-config-operator
+`pkg/controller/common/helpers.go`). The render controller merges it into the pool's rendered
+config and the MCO rolls that out like any MachineConfig change.
+
+Other pools can select it. `MergeMachineConfigs` (same file) puts worker-role MachineConfigs
+before the others and lets the last `osImageURL` win, and every custom pool must select worker's
+MachineConfigs, so a custom pool with no image of its own inherits worker's. So before writing,
+every pool's `machineConfigSelector` is evaluated against our MachineConfig's labels:
+
+- a pool we do not build that selects it inherits the image: said before it happens;
+- such a pool with `spec.osImageStream.name` would fail to render (the render controller refuses
+  an `osImageURL` override with an OS stream): the writing pool is Blocked, naming it;
+- a pool we build that selects it, while that pool's own MachineConfig does not exist yet: the
+  write waits (its nodes would first reboot into the other pool's image);
+- our own pool with an OS stream: Blocked.
+
+Pure: (the view of every pool and of our MachineConfigs) -> actions of the pool's plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconcile.build import templates
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects, selector
+from reconcile.core import events, patches
+from reconcile.core.actions import Action
+
+PREFIX = "ocl-osimageurl-"
+ROLE_LABEL = "machineconfiguration.openshift.io/role"
+KIND = "MachineConfig"
+#: A label value holds at most 63 characters; the role label holds the pool's name.
+ROLE_MAX = 63
+#: The start of the pool's message while the write waits for another pool (cleared after).
+WAITING = "waiting to roll out "
+#: Events on the writing pool: the write (naming every pool that will roll the image out) and
+#: the delete (its pools go back to the release's OS image).
+ROLLOUT, ROLLBACK = "ImageRollout", "ImageRollback"
+
+
+def name(pool: str) -> str:
+    return PREFIX + pool
+
+
+def labels(pool: str) -> dict[str, str]:
+    return {ROLE_LABEL: pool, naming.MANAGED_BY: naming.MANAGER, naming.POOL_LABEL: naming.pool_label(pool)}
+
+
+def image_of(mc: Mapping[str, Any] | None) -> str | None:
+    return ((mc or {}).get("spec") or {}).get("osImageURL") if mc else None
+
+
+def stream(pool: Mapping[str, Any]) -> str:
+    return (((pool.get("spec") or {}).get("osImageStream") or {}).get("name") or "") \
+        if isinstance((pool.get("spec") or {}).get("osImageStream"), Mapping) else ""
+
+
+@dataclass(frozen=True)
+class View:
+    """What a rollout is decided on: every pool (their selectors and OS streams), the names of
+    those we build, and our MachineConfigs by pool name."""
+    pools: tuple[Mapping[str, Any], ...] = ()
+    built: frozenset[str] = frozenset()
+    ours: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def selecting(self, pool: str) -> list[Mapping[str, Any]]:
+        """The other pools whose machineConfigSelector selects pool's MachineConfig.
+        Raises selector.InvalidSelector naming the pool."""
+        out = []
+        for other in sorted(self.pools, key=objects.name):
+            if objects.name(other) == pool:
+                continue
+            try:
+                if selector.selects((other.get("spec") or {}).get("machineConfigSelector"), labels(pool)):
+                    out.append(other)
+            except selector.InvalidSelector as err:
+                raise selector.InvalidSelector(
+                    f"MachineConfigPool {objects.name(other)}: spec.machineConfigSelector: {err}") from None
+        return out
+
+
+def view(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]], built: Iterable[str]) -> View:
+    """`owned`: objects of ours, of any kind; our MachineConfigs among them are keyed by pool."""
+    ours = {}
+    for obj in owned:
+        if obj.get("kind") == KIND and objects.name(obj).startswith(PREFIX):
+            ours[objects.name(obj)[len(PREFIX):]] = obj
+    return View(tuple(pools), frozenset(built), ours)
+
+
+def problem(v: View, pool: Mapping[str, Any]) -> str | None:
+    """Why this pool's image cannot be rolled out through a MachineConfig (it is then Blocked
+    before anything is built), or None."""
+    pool_name = objects.name(pool)
+    if len(pool_name) > ROLE_MAX:
+        return (f"MachineConfigPool {pool_name}: rollout: machineconfig labels a MachineConfig "
+                f"{ROLE_LABEL}={pool_name}, and a label value holds at most {ROLE_MAX} characters")
+    if stream(pool):
+        return (f"MachineConfigPool {pool_name} sets spec.osImageStream.name {stream(pool)!r}: the MCO "
+                "refuses an osImageURL override on a pool with an OS stream, so rollout: machineconfig "
+                "cannot roll an image out to it")
+    try:
+        selecting = v.selecting(pool_name)
+    except selector.InvalidSelector as err:
+        return str(err)
+    for other in selecting:
+        if objects.name(other) not in v.built and stream(other):
+            return (f"MachineConfigPool {objects.name(other)} selects MachineConfig {name(pool_name)} "
+                    f"and sets spec.osImageStream.name {stream(other)!r}: the MCO would refuse to render "
+                    "it (an osImageURL override with an OS stream); change its machineConfigSelector "
+                    "or its stream first")
+    return None
+
+
+@dataclass
+class Rollout:
+    """What a pool's plan does about its MachineConfig: the actions, why it waits (the pool's
+    message) and which pools will roll the image out."""
+    actions: list[Action] = field(default_factory=list)
+    waiting: str = ""
+    pools: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+
+def desired(pool: Mapping[str, Any], image: str, built_config: str) -> dict[str, Any]:
+    pool_name = objects.name(pool)
+    return templates.render_object("machineconfig-osimageurl.yaml.j2", name=name(pool_name),
+                                   labels=labels(pool_name), annotations={A.BUILT_CONFIG: built_config},
+                                   owner=naming.owner_reference(pool), image=image)
+
+
+def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time: str,
+           since: str) -> Rollout:
+    """The pool's MachineConfig points at `image`: nothing when it does; else, unless a pool we
+    build would inherit it first, an Event naming the pools that will roll it out, then one write.
+    `since`: the pool's transition time once this plan is done (names the Event)."""
+    pool_name = objects.name(pool)
+    live = v.ours.get(pool_name)
+    if live is not None and image_of(live) == image:
+        return Rollout()
+    selecting = v.selecting(pool_name)        # problem() has run: the selectors are valid
+    early = [objects.name(p) for p in selecting if objects.name(p) in v.built and objects.name(p) not in v.ours]
+    if early:
+        return Rollout(waiting=(f"{WAITING}{image}: pool(s) {', '.join(early)}, built here, select "
+                                f"MachineConfig {name(pool_name)} and have no MachineConfig of their own "
+                                "yet (their nodes would first reboot into this pool's image)"))
+    inheriting = [objects.name(p) for p in selecting if objects.name(p) not in v.built]
+    pools = (pool_name, *inheriting)
+    told = (f"MachineConfig {name(pool_name)} -> {image}: the MCO rolls it out to pool(s) "
+            f"{', '.join(pools)}" + (f" ({', '.join(inheriting)} inherit it: they select this pool's "
+                                      "MachineConfigs and set no osImageURL of their own)" if inheriting else ""))
+    out = Rollout(pools=pools, notes=[told])
+    out.actions.append(Action("create", events.notice(pool, ROLLOUT, told, f"{name(pool_name)}={image}",
+                                                      time, since)))
+    want = desired(pool, image, built_config)
+    if live is None:
+        out.actions.append(Action("create", want))
+    else:
+        ops = patches.guarded(live, [
+            {"op": "replace" if "osImageURL" in (live.get("spec") or {}) else "add",
+             "path": "/spec/osImageURL", "value": image},
+            *patches.annotation_ops(live, {A.BUILT_CONFIG: built_config})])
+        out.actions.append(Action("patch", dict(live), tuple(ops), patches.apply(live, ops)))
+    return out
+
+
+def remove(v: View, pool: Mapping[str, Any] | None, pool_name: str, time: str) -> Rollout:
+    """Opt-out (or a deleted pool): our MachineConfig goes, and the MCO rolls the pools that
+    rendered it back to the release's OS image, one reboot per node: said in an Event and a note."""
+    live = v.ours.get(pool_name)
+    if live is None:
+        return Rollout()
+    told = (f"deleted MachineConfig {name(pool_name)} ({image_of(live)}): the MCO rolls pool {pool_name} "
+            "(and any pool that inherited it) back to the release's OS image, a reboot per node")
+    out = Rollout(notes=[told])
+    if pool is not None:
+        since = objects.annotations(pool).get(A.TRANSITION, "")
+        out.actions.append(Action("create", events.notice(pool, ROLLBACK, told, name(pool_name), time, since,
+                                                          kind="Warning")))
+    out.actions.append(Action("delete", dict(live)))
+    return out
