@@ -189,6 +189,9 @@ def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
             log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
             outcome.events_lost += _record_error(cluster, plan.pool, str(err), now)
         done = outcome.plan
+        if not outcome.error:
+            for note in done.notes:         # what the plan chose not to do, or what its writes mean
+                log.info("pool %s: %s", done.pool, note, extra={"pool": done.pool})
         if done.state_before != done.state_after and done.state_after and not outcome.error:
             log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
                      f" ({done.message})" if done.message else "", extra={"pool": done.pool})
