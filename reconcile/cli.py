@@ -51,7 +51,9 @@ COMMAND_HELP = {
                "of ours are named on stderr, never printed.",
                "exit codes: 0 rendered; 2 a pool is Blocked; 3 the cluster or snapshot cannot be read"),
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
-               "Reads only MachineConfigPools.",
+               "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig), "
+               "whose progress the STATE shows ('Succeeded, rolling out 2/5'); a pool that inherits "
+               "one gets a row 'Inherited'.",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
 }
 
@@ -155,7 +157,12 @@ def _observe(cluster, args, now: datetime):
             ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
             planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                       ca_file=ca)
-        return seen, planner, planner.plan()
+        plans = planner.plan()
+        notice = observe.annotation_notice(cluster, observe.stranded(seen, plans))
+        if notice:
+            import logging
+            logging.getLogger("reconcile").warning("%s", notice)
+        return seen, planner, plans
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
 
@@ -243,15 +250,33 @@ def cmd_render(args, now: datetime) -> int:
 
 def cmd_status(args, now: datetime) -> int:
     from reconcile.cluster import ClusterError
+    from reconcile.contract import objects
     from reconcile.output import status
     cluster = _cluster(args, now)
     try:
         pools = cluster.list("MachineConfigPool", None)
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None
+    try:        # our rollout MachineConfigs; a token without `list machineconfigs` shows no rollout
+        from reconcile.contract import naming
+        mcs = cluster.list("MachineConfig", None, naming.SELECTOR)
+    except ClusterError:
+        mcs = []
+    from reconcile.cluster import observe
+    from reconcile.contract import annotations as A
+    from reconcile.core import lifecycle, rollout
+    handed = {objects.name(m)[len(rollout.PREFIX):] for m in mcs}
+    try:
+        notice = observe.annotation_notice(cluster, [
+            p["metadata"]["name"] for p in pools if lifecycle.opted_in(p)
+            and (p["metadata"].get("annotations") or {}).get(A.IMAGE) and p["metadata"]["name"] not in handed])
+    except ClusterError:
+        notice = None
+    if notice:
+        print(f"warning: {notice}", file=sys.stderr)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
-    sys.stdout.write(status.table(pools, now))
+    sys.stdout.write(status.table(pools, now, mcs))
     return EXIT_OK
 
 

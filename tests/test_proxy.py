@@ -67,10 +67,10 @@ def test_own_client_honours_the_proxy_variables(tmp_path, monkeypatch):
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
         monkeypatch.setenv("NO_PROXY", "example.org")
         assert cli.main(["status", "--kubeconfig", kubeconfig]) == 0
-        assert [r.resource for r in proxy.log] == ["machineconfigpools"] and target.log == []
+        assert [r.resource for r in proxy.log] == ["machineconfigpools", "machineconfigs"] and target.log == []
         monkeypatch.setenv("NO_PROXY", "localhost")
         assert cli.main(["status", "--kubeconfig", kubeconfig]) == 0
-        assert [r.resource for r in target.log] == ["machineconfigpools"]
+        assert [r.resource for r in target.log] == ["machineconfigpools", "machineconfigs"]
 
 
 @pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))

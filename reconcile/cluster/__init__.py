@@ -52,6 +52,10 @@ class Cluster(Protocol):
         (PartialObjectMetadataList), which is all a steady run needs of our objects."""
         ...
 
+    def serves(self, api_version: str, plural: str) -> bool:
+        """Does the cluster serve this resource (discovery)?"""
+        ...
+
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def patch(self, kind: str, namespace: str, name: str,

@@ -160,6 +160,14 @@ class LiveCluster:
             if not token:
                 return items
 
+    def serves(self, api_version: str, plural: str) -> bool:
+        """Discovery of one group version: does the server serve this resource?"""
+        try:
+            found = self._request("GET", api_prefix(api_version)) or {}
+        except NotFound:
+            return False
+        return any(r.get("name") == plural for r in found.get("resources") or [])
+
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return self._request("POST", _path(obj["kind"], objects.namespace(obj)), body=dict(obj))
 

@@ -62,6 +62,14 @@ class MemoryCluster:
                and objects.matches(selector or {}, objects.labels(o))]
         return out
 
+    def serves(self, api_version: str, plural: str) -> bool:
+        """A snapshot serves a resource when it holds its CRD or an object of it."""
+        self._count("get")
+        crd = f"{plural}.{objects.group(api_version)}"
+        return any((k == "CustomResourceDefinition" and name == crd)
+                   or (o.get("apiVersion") == api_version and f"{k.lower()}s" == plural)
+                   for (k, _, name), o in self.store.items())
+
     def items(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(o) for _, o in sorted(self.store.items())]
 

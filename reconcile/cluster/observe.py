@@ -121,6 +121,35 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
                     list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
 
 
+#: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
+#: pool annotation `newestImageEquivalentConfig` any more (README, "Which OpenShift").
+MACHINEOSCONFIGS = ("machineconfiguration.openshift.io/v1", "machineosconfigs")
+ANNOTATION_ONLY = ("rollout: annotation: this cluster serves the MachineOSConfig API (OpenShift 4.16 or later), "
+                   "where nothing reads machineconfiguration.openshift.io/newestImageEquivalentConfig, so no "
+                   "node gets the image{s} recorded for pool(s) {pools}; to hand images to the MCO set "
+                   "'rollout: machineconfig' in ConfigMap on-cluster-build-config and deploy "
+                   "kustomize/components/rollout (README, \"Rolling the image out\")")
+
+
+def annotation_notice(cluster: Cluster, stranded: Iterable[str]) -> str | None:
+    """Said once by run, diff and status when images recorded for these pools reach no node (no
+    rollout MachineConfig) on a cluster that serves MachineOSConfig: one discovery GET, made only
+    when there is such a pool."""
+    stranded = sorted(set(stranded))
+    if not stranded or not cluster.serves(*MACHINEOSCONFIGS):
+        return None
+    return ANNOTATION_ONLY.format(s="s" if len(stranded) > 1 else "", pools=", ".join(stranded))
+
+
+def stranded(seen: Observed, plans: Iterable[PoolPlan]) -> list[str]:
+    """With `rollout: annotation`: the pools that have, or get in this plan, an image."""
+    if not isinstance(seen.settings, Settings) or seen.settings.machineconfig_rollout:
+        return []
+    from reconcile.contract import annotations as A
+    imaged = {objects.name(p) for p in seen.pools if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
+    return sorted(imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED})
+
+
 @dataclass
 class Planner:
     """Plans from what was observed, reading build material (MachineConfigs, secrets) at most

@@ -8,7 +8,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import lifecycle
+from reconcile.core import lifecycle, rollout
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
 
@@ -28,21 +28,58 @@ def age(since: str | None, now: datetime) -> str:
     return f"{seconds}s"
 
 
-def rows(pools: Iterable[Mapping[str, Any]], now: datetime) -> list[tuple[str, ...]]:
+def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
+         machineconfigs: Iterable[Mapping[str, Any]] = ()) -> list[tuple[str, ...]]:
+    """One row per pool we build (or left annotations on); with our rollout MachineConfigs
+    (`rollout: machineconfig`), the state says how far the MCO rolled the image out, and a pool
+    that inherits one gets a row of its own."""
+    pools = sorted(pools, key=objects.name)
+    v = rollout.view(pools, machineconfigs, [objects.name(p) for p in pools if lifecycle.opted_in(p)])
     out = []
-    for pool in sorted(pools, key=objects.name):
+    for pool in pools:
         ann = objects.annotations(pool)
-        if not lifecycle.opted_in(pool) and A.STATE not in ann:
-            continue
-        out.append((objects.name(pool), ann.get(A.RENDERED, "<none>"),
-                    ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut",
-                    ann.get(A.IMAGE, "<none>"), age(ann.get(A.TRANSITION), now),
-                    ann.get(A.MESSAGE, "")))
+        name = objects.name(pool)
+        if lifecycle.opted_in(pool) or A.STATE in ann:
+            state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
+            mc = v.ours.get(name)
+            if mc is not None and state == A.SUCCEEDED:
+                state += ", " + progress(pool, mc, ann.get(A.IMAGE))
+            out.append((name, ann.get(A.RENDERED, "<none>"), state, ann.get(A.IMAGE, "<none>"),
+                        age(ann.get(A.TRANSITION), now), ann.get(A.MESSAGE, "")))
+    for owner, mc in sorted(v.ours.items()):
+        try:
+            heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built]
+        except ValueError:          # an invalid selector: the run blocks the pool saying so
+            heirs = []
+        out += [(objects.name(p), _rendered(p), f"Inherited, {progress(p, mc, rollout.image_of(mc))}",
+                 rollout.image_of(mc) or "<none>", "-",
+                 f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}") for p in heirs]
     return out
 
 
-def table(pools: Iterable[Mapping[str, Any]], now: datetime) -> str:
-    body = rows(pools, now)
+def _rendered(pool: Mapping[str, Any]) -> str:
+    return ((pool.get("spec") or {}).get("configuration") or {}).get("name") or "<none>"
+
+
+def progress(pool: Mapping[str, Any], mc: Mapping[str, Any], image: str | None) -> str:
+    """How far the MCO has rolled our MachineConfig out to this pool, from the pool alone: is it
+    among the sources of the pool's rendered config, and how many machines run that config."""
+    if rollout.image_of(mc) != image:
+        return "rollout waiting"                # the MachineConfig still holds an earlier image
+    spec, status = pool.get("spec") or {}, pool.get("status") or {}
+    sources = {s.get("name") for s in (spec.get("configuration") or {}).get("source") or []
+               if isinstance(s, Mapping)}
+    if objects.name(mc) not in sources:
+        return "rendering"                      # the render controller has not merged it yet
+    total, updated = status.get("machineCount", 0), status.get("updatedMachineCount", 0)
+    current = (status.get("configuration") or {}).get("name")
+    done = current == spec.get("configuration", {}).get("name") and updated >= total
+    return f"{'rolled out' if done else 'rolling out'} {updated}/{total}"
+
+
+def table(pools: Iterable[Mapping[str, Any]], now: datetime,
+          machineconfigs: Iterable[Mapping[str, Any]] = ()) -> str:
+    body = rows(pools, now, machineconfigs)
     widths = [max(len(r[i]) for r in [COLUMNS, *body]) for i in range(len(COLUMNS))]
     lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [COLUMNS, *body]]
