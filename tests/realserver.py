@@ -60,6 +60,18 @@ NAMESPACES = (F.NS, "openshift-config")
 SCENARIO_NAMESPACES = NAMESPACES + ("default",)
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
 KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+#: kustomize/components/rollout, through the example overlay that adds it to overlays/openshift:
+#: its objects are what the first renders and the second does not (install_rollout())
+ROLLOUT_OVERLAY, ROLLOUT_WITHOUT = (F.ROOT / "kustomize/overlays/openshift-rollout",
+                                    F.ROOT / "kustomize/overlays/openshift")
+#: the component's kinds (all cluster-scoped) -> their collection
+ROLLOUT_PATHS = {
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding":
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"}
+ROLLOUT_POLICY = "ocl-reconciler-rollout"
 
 
 def cache_dir() -> Path:
@@ -287,6 +299,73 @@ class RealAPI:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the SCC policy is not enforced: {status} {body}")
             time.sleep(0.2)
+
+    # the rollout component (kustomize/components/rollout) --------------------------------------
+    def rollout_objects(self) -> list[dict[str, Any]]:
+        """The objects kustomize/components/rollout adds to overlays/openshift, as rendered."""
+        def render(path: Path) -> list[dict[str, Any]]:
+            out = subprocess.run([self.kubectl_path, "kustomize", str(path)], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout
+            return [d for d in yaml.safe_load_all(out) if d]
+
+        def key(d: dict[str, Any]) -> tuple[str, str, str]:
+            return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
+        without = {key(d) for d in render(ROLLOUT_WITHOUT)}
+        added = [d for d in render(ROLLOUT_OVERLAY) if key(d) not in without]
+        unknown = [key(d) for d in added if d["kind"] not in ROLLOUT_PATHS or d["metadata"].get("namespace")]
+        if unknown or not added:
+            raise RuntimeError(f"the rollout component adds {[key(d) for d in added]}; the harness knows "
+                               f"only cluster-scoped {sorted(ROLLOUT_PATHS)}")
+        return added
+
+    def install_rollout(self) -> None:
+        """Install the rollout component as an administrator would (idempotent: an object already
+        there is replaced by the rendered one), then wait until its policy is enforced. Not part of
+        install_product: tests/test_realapi_rbac.py proves base's least privilege without it."""
+        for obj in self.rollout_objects():
+            collection = ROLLOUT_PATHS[obj["kind"]]
+            if self.request("POST", collection, obj, ok=(409,))[0] == 409:
+                path = f"{collection}/{obj['metadata']['name']}"
+                live = self.request("GET", path)[1]
+                self.request("PUT", path, dict(obj, metadata=dict(
+                    obj["metadata"], resourceVersion=live["metadata"]["resourceVersion"])))
+        self.wait_rollout("enforced", lambda status, message: status == 403 and
+                           f"ValidatingAdmissionPolicy '{ROLLOUT_POLICY}'" in message)
+
+    def remove_rollout(self) -> None:
+        """Delete the rollout component's objects (idempotent). The binding goes first, and is
+        seen gone (the reconciler's bad write passes admission) before the rest, so that a later
+        install_rollout() can only ever see its own policy; then RBAC refuses the reconciler's
+        MachineConfig writes again."""
+        objs = sorted(self.rollout_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
+        for index, obj in enumerate(objs):
+            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
+            if index == 0:
+                self.wait_rollout("unbound", lambda status, message: status == 201 or
+                                   'cannot create resource "machineconfigs"' in message)
+        self.wait_rollout("removed", lambda status, message: status == 403 and
+                           'cannot create resource "machineconfigs"' in message)
+
+    def wait_rollout(self, what: str, done: Any) -> None:
+        """Poll until `done(status, message)` holds for the reconciler's dry-run create of a
+        MachineConfig of its own that also sets kernelArguments (the policy refuses it; RBAC
+        without the component refuses any create): the server applies RBAC and policy changes
+        asynchronously."""
+        probe = {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                 "metadata": {"name": "ocl-osimageurl-probe", "labels": {
+                     "machineconfiguration.openshift.io/role": "probe",
+                     "app.kubernetes.io/managed-by": "ocl-reconciler"}},
+                 "spec": {"osImageURL": F.REPO + "@sha256:" + "0" * 64, "kernelArguments": ["probe"]}}
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = self.request("POST", self.path("MachineConfig") + "?dryRun=All", probe,
+                                        as_user=RECONCILER, ok=(201, 403))
+            message = str(body.get("message")) if isinstance(body, dict) else str(body)
+            if done(status, message):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the rollout component is not {what}: {status} {message}")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

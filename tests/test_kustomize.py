@@ -15,7 +15,7 @@ import yaml
 from tests import factory as F
 
 KUBECTL = shutil.which("kubectl")
-OVERLAYS = ["base", "overlays/openshift", "overlays/argocd"]
+OVERLAYS = ["base", "overlays/openshift", "overlays/argocd", "overlays/openshift-rollout"]
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on the PATH (it ships with this "
                                                          "project's machine image; kustomize comes with it)")
 
@@ -147,3 +147,37 @@ def test_containerfile_is_non_root_and_pins_every_runtime_dependency():
     for dep in deps:
         name = norm(dep.split(">")[0].split("=")[0].split("<")[0].strip())
         assert name in pins, f"{name} is not pinned in requirements.lock"
+
+
+def _key(doc):
+    return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+
+def test_rollout_component_adds_only_its_rbac_and_policy():
+    """components/rollout adds to overlays/openshift exactly: a ClusterRole with the four verbs of
+    `rollout: machineconfig`, its binding to our ServiceAccount, and the admission policy that
+    narrows them (tests/test_realapi_rollout_policy.py proves it on a real server); base and the
+    other overlays grant no MachineConfig write."""
+    plain = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift")}
+    rollout = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift-rollout")}
+    assert {k: v for k, v in rollout.items() if k in plain} == plain        # nothing of base changed
+    added = {k[0]: v for k, v in rollout.items() if k not in plain}
+    assert sorted(added) == ["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                             "ValidatingAdmissionPolicyBinding"]
+    assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-rollout"}
+    assert added["ClusterRole"]["rules"] == [{"apiGroups": [F.MCO], "resources": ["machineconfigs"],
+                                              "verbs": ["list", "create", "patch", "delete"]}]
+    assert added["ClusterRoleBinding"]["roleRef"]["name"] == "ocl-reconciler-rollout"
+    assert added["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ocl-reconciler", "namespace": F.NS}]
+    policy = added["ValidatingAdmissionPolicy"]["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["machineconfigs"] and rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
+    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": "ocl-reconciler-rollout",
+                                                                 "validationActions": ["Deny"]}
+    for overlay in ("base", "overlays/openshift", "overlays/argocd"):
+        for doc in build(F.ROOT / "kustomize" / overlay):
+            for r in doc.get("rules") or []:
+                if "machineconfigs" in r["resources"] or "*" in r["resources"]:
+                    assert r["verbs"] == ["get"], (overlay, doc["metadata"]["name"], r)
