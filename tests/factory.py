@@ -114,3 +114,13 @@ def content(pool: dict[str, Any]) -> str:
     """The image content digest of the pool's rendered config as machineconfig() makes it."""
     from reconcile.build import imagecontent
     return imagecontent.digest(machineconfig(pool["spec"]["configuration"]["name"]))
+
+
+def build_id_before_content(inputs: Any) -> str:
+    """The build id as versions before the content digest computed it: a hash of every input of
+    BuildInputs as it was then (the rendered config's name among them, no content)."""
+    import dataclasses
+    import hashlib
+    fields = {k: v for k, v in dataclasses.asdict(inputs).items() if k != "content"}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]

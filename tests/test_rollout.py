@@ -258,3 +258,61 @@ def test_diff_json_lists_the_machineconfig_write(run_cli):
     # --pool limits it
     code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(done)), "-o", "json", "--pool", "other")
     assert json.loads(out)["pools"] == []
+
+
+def test_an_upgrade_keeps_a_pool_an_earlier_version_built(run_cli):
+    """A pool recorded Succeeded by a version whose build id hashed the rendered config's name keeps
+    its image: one patch records the new id and content, said once; then no writes."""
+    from reconcile.build import builders
+    from reconcile.build import settings as S
+    from reconcile.core import desired
+    items = F.cluster()
+    pool = F.the_pool(items)
+    found = S.read(F.NS, {"on-cluster-build-config": F.build_config(), "machine-config-osimageurl": F.osimageurl()})
+    inp = desired.inputs(found, pool, F.content(pool))
+    # what the earlier version wrote: the id of every input but the content, the rendered name among them
+    old_id = F.build_id_before_content(inp)
+    old_ref = desired.build_ref(builders.for_type(found.builder_type), F.NS, inp, 1, old_id)
+    image = f"{F.REPO}@{DIGESTS[0]}"
+    pool["metadata"]["annotations"].update({
+        A.STATE: A.SUCCEEDED, A.RENDERED: "rendered-worker-1", A.BUILD: old_ref, A.IMAGE: image,
+        A.BUILT_CONFIG: "rendered-worker-1", A.IMAGES: f"{old_id}={image}", A.ATTEMPT: "1"})
+    code, after, err = run_cli.run(items)
+    assert code == 0, err
+    assert writes(err) == (0, 1, 0) and "kept " + image in err
+    a = ann(after)
+    assert a[A.IMAGE] == image and a[A.STATE] == A.SUCCEEDED and a[A.BUILD] != old_ref
+    assert a[A.CONTENT] == f"rendered-worker-1={F.content(pool)}"
+    assert not [o for o in F.owned(after) if o["kind"] in ("Pod", "Build")]
+    code, again, err = run_cli.run(after)
+    assert code == 0 and writes(err) == (0, 0, 0), err
+
+
+def test_status_shows_how_far_the_mco_rolled_the_image_out(run_cli):
+    infra = mco_pool("infra", ("worker", "infra"), opted_in=False)
+    items = run_cli.run(world(mco_pool("worker", ("worker",)), infra))[1]
+    done = run_cli.run(finish(items, "worker", "Succeeded", DIGESTS[0]))[1]
+    code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(done)))
+    assert code == 0 and "Succeeded, rendering" in out
+    rendered = mcorender.sync(done, base_image=F.BASE)
+    for pool, updated in (("worker", 1), ("infra", 0)):
+        rolled = mcorender.roll_out(F.the_pool(rendered, pool), updated)
+        rendered = [rolled if o is F.the_pool(rendered, pool) else o for o in rendered]
+    code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(rendered)))
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "Succeeded, rolling out 1/2" in rows["worker"]
+    assert "Inherited, rolling out 0/2" in rows["infra"] and "rolls out pool worker's image" in rows["infra"]
+
+
+def test_annotation_mode_on_a_machineosconfig_cluster_says_the_image_reaches_no_node(run_cli):
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "machineosconfigs.machineconfiguration.openshift.io"}}
+    items = build_once(run_cli, world(rollout_mode="annotation", extra=(crd,)), DIGESTS[0])
+    for command in ("diff", "status"):
+        code, _, err = run_cli(command, "--snapshot", str(run_cli.write(items)))
+        assert err.count("nothing reads machineconfiguration.openshift.io/newestImageEquivalentConfig") == 1, err
+        assert "'rollout: machineconfig'" in err
+    code, _, err = run_cli.run(items)
+    assert err.count("no node gets the image") == 1
+    without = [o for o in items if o["kind"] != "CustomResourceDefinition"]
+    assert "no node gets" not in run_cli("status", "--snapshot", str(run_cli.write(without)))[2]
