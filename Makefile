@@ -32,6 +32,14 @@ demo: install
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run2.yaml
 	@echo; echo '### 5. converged: diff shows nothing and exits 0'
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
+	@echo; echo '### 6. rollout: machineconfig hands the image to the MCO: one MachineConfig with only osImageURL'
+	$(PY) examples/settings.py $(DEMO)/run2.yaml $(DEMO)/mc.yaml rollout=machineconfig
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run3.yaml
+	@echo '   [the MCO (imitated: examples/mco.py) renders it into the pool: a new rendered config, same content]'
+	$(PY) examples/mco.py $(DEMO)/run3.yaml $(DEMO)/rendered.yaml
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run4.yaml
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run4.yaml
+	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run4.yaml && echo 'no differences: nothing is built again'
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
