@@ -46,7 +46,8 @@ def render(items: list[dict]) -> int:
         digest = hashlib.md5(json.dumps(spec, sort_keys=True).encode()).hexdigest()
         name = f"rendered-{pool['metadata']['name']}-{digest}"
         metadata = {k: v for k, v in current["metadata"].items() if k not in ("uid", "resourceVersion")}
-        metadata.update(name=name, annotations=dict(metadata.get("annotations") or {}, **{OVERRIDDEN: "true"}))
+        annotations = dict(metadata.get("annotations") or {}, **{OVERRIDDEN: "true"})
+        metadata.update(name=name, annotations=annotations)
         items.append({"apiVersion": current["apiVersion"], "kind": "MachineConfig", "metadata": metadata,
                       "spec": spec})
         mcs[name] = items[-1]

@@ -269,7 +269,8 @@ def cmd_status(args, now: datetime) -> int:
     try:
         notice = observe.annotation_notice(cluster, [
             p["metadata"]["name"] for p in pools if lifecycle.opted_in(p)
-            and (p["metadata"].get("annotations") or {}).get(A.IMAGE) and p["metadata"]["name"] not in handed])
+            and (p["metadata"].get("annotations") or {}).get(A.IMAGE)
+            and p["metadata"]["name"] not in handed])
     except ClusterError:
         notice = None
     if notice:

@@ -124,7 +124,8 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
 #: pool annotation `newestImageEquivalentConfig` any more (README, "Which OpenShift").
 MACHINEOSCONFIGS = ("machineconfiguration.openshift.io/v1", "machineosconfigs")
-ANNOTATION_ONLY = ("rollout: annotation: this cluster serves the MachineOSConfig API (OpenShift 4.16 or later), "
+ANNOTATION_ONLY = ("rollout: annotation: this cluster serves the MachineOSConfig API "
+                   "(OpenShift 4.16 or later), "
                    "where nothing reads machineconfiguration.openshift.io/newestImageEquivalentConfig, so no "
                    "node gets the image{s} recorded for pool(s) {pools}; to hand images to the MCO set "
                    "'rollout: machineconfig' in ConfigMap on-cluster-build-config and deploy "
@@ -146,7 +147,8 @@ def stranded(seen: Observed, plans: Iterable[PoolPlan]) -> list[str]:
     if not isinstance(seen.settings, Settings) or seen.settings.machineconfig_rollout:
         return []
     from reconcile.contract import annotations as A
-    imaged = {objects.name(p) for p in seen.pools if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
+    imaged = {objects.name(p) for p in seen.pools
+              if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
     return sorted(imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED})
 
 

@@ -116,7 +116,8 @@ class Material:
 def build_name(inp: BuildInputs, attempt: int = 1, build_id: str | None = None) -> str:
     """The build object of an attempt: the first keeps the plain name, retries are numbered.
     `build_id`: another id than the inputs' (the one an earlier version gave them)."""
-    return naming.object_name("build" if attempt <= 1 else f"build{attempt}", inp.pool, build_id or inp.build_id)
+    role = "build" if attempt <= 1 else f"build{attempt}"
+    return naming.object_name(role, inp.pool, build_id or inp.build_id)
 
 
 def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1,

@@ -230,7 +230,8 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
                            content_recorded=ann.get(A.CONTENT) == A.content(inp.rendered_config, inp.content),
-                           legacy_ref=ann.get(A.BUILD) in legacy and ann.get(A.RENDERED) == inp.rendered_config)
+                           legacy_ref=ann.get(A.BUILD) in legacy
+                           and ann.get(A.RENDERED) == inp.rendered_config)
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
                     observed=observed, rollout=view)
@@ -325,7 +326,8 @@ def _equivalent(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materi
     s.plan.notes.append(message)
     s.plan.state_after, s.plan.message = A.SUCCEEDED, out.waiting or message
     _patch_annotations(s.plan, d.pool, A.changes(ann, {
-        **s.base, A.MESSAGE: A.one_line(s.plan.message), A.IMAGES: images.recorded(d.pool, d.inputs.build_id, image)}))
+        **s.base, A.MESSAGE: A.one_line(s.plan.message),
+        A.IMAGES: images.recorded(d.pool, d.inputs.build_id, image)}))
     _apply_rollout(s, out)
     s.delete(d.current + d.stale)
 

@@ -83,7 +83,8 @@ class View:
         return out
 
 
-def view(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]], built: Iterable[str]) -> View:
+def view(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
+         built: Iterable[str]) -> View:
     """`owned`: objects of ours, of any kind; our MachineConfigs among them are keyed by pool."""
     ours = {}
     for obj in owned:
@@ -143,16 +144,18 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
     if live is not None and image_of(live) == image:
         return Rollout()
     selecting = v.selecting(pool_name)        # problem() has run: the selectors are valid
-    early = [objects.name(p) for p in selecting if objects.name(p) in v.built and objects.name(p) not in v.ours]
+    early = [objects.name(p) for p in selecting
+             if objects.name(p) in v.built and objects.name(p) not in v.ours]
     if early:
         return Rollout(waiting=(f"{WAITING}{image}: pool(s) {', '.join(early)}, built here, select "
                                 f"MachineConfig {name(pool_name)} and have no MachineConfig of their own "
                                 "yet (their nodes would first reboot into this pool's image)"))
     inheriting = [objects.name(p) for p in selecting if objects.name(p) not in v.built]
     pools = (pool_name, *inheriting)
+    heirs = (f" ({', '.join(inheriting)} inherit it: they select this pool's MachineConfigs and set "
+             "no osImageURL of their own)") if inheriting else ""
     told = (f"MachineConfig {name(pool_name)} -> {image}: the MCO rolls it out to pool(s) "
-            f"{', '.join(pools)}" + (f" ({', '.join(inheriting)} inherit it: they select this pool's "
-                                      "MachineConfigs and set no osImageURL of their own)" if inheriting else ""))
+            f"{', '.join(pools)}{heirs}")
     out = Rollout(pools=pools, notes=[told])
     out.actions.append(Action("create", events.notice(pool, ROLLOUT, told, f"{name(pool_name)}={image}",
                                                       time, since)))

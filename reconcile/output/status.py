@@ -53,7 +53,8 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
             heirs = []
         out += [(objects.name(p), _rendered(p), f"Inherited, {progress(p, mc, rollout.image_of(mc))}",
                  rollout.image_of(mc) or "<none>", "-",
-                 f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}") for p in heirs]
+                 f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
+                for p in heirs]
     return out
 
 
