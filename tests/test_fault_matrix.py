@@ -40,8 +40,14 @@ def opt_out(items):
     del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
 
 
+def roll_out(items):
+    """rollout: machineconfig (the success then writes the pool's osImageURL MachineConfig)."""
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["rollout"] = "machineconfig"
+
+
 SCENARIOS = {
     "build-succeeds": [None, phase("Running"), phase("Succeeded"), None],
+    "rollout-then-opt-out": [roll_out, phase("Succeeded"), opt_out],
     "fails-then-rebuilt": [None, phase("Failed"), rebuild, phase("Succeeded")],
     "new-config-mid-build": [None, phase("Running"), new_config, phase("Succeeded")],
     "opt-out": [None, phase("Running"), opt_out],

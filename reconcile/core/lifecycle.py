@@ -413,8 +413,10 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
 def _opt_out(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
     """Our objects go, and so does every key of ours on the pool."""
     s.delete(o for o in s.d.owned if o.get("kind") != rollout.KIND)
-    _patch_annotations(s.plan, s.d.pool, {k: None for k in s.ann if A.owned(k)})
+    # before the annotations go: the Event is named with the pool's transition time, so a rerun
+    # after a kill finds it instead of telling it twice
     _apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), s.d.pool, s.d.pool_name, rfc3339(s.now)))
+    _patch_annotations(s.plan, s.d.pool, {k: None for k in s.ann if A.owned(k)})
 
 
 def _pool_gone(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
