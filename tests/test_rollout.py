@@ -190,8 +190,10 @@ def test_an_inheriting_pool_is_announced_before_the_write(any_cli):
     assert code == 1
     assert "pools worker, infra" in out or "pool(s) worker, infra" in out
     assert "infra inherit" in out
+    assert out.rstrip().endswith("; roll out: worker -> worker, infra")      # the diff's summary line
     code, after, err = any_cli.run(done)
     assert code == 0, err
+    assert "; roll out: worker -> worker, infra" in next(x for x in err.splitlines() if "run done:" in x)
     (told,) = [e for e in F.find(after, "Event") if e["reason"] == "ImageRollout"]
     assert "worker, infra" in told["message"]
     # and the MCO does roll it out to infra: its rendered config holds worker's image

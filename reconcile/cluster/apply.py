@@ -22,6 +22,7 @@ from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, In
 from reconcile.contract import naming, objects
 from reconcile.core import images, lifecycle
 from reconcile.core.actions import Action, PoolPlan
+from reconcile.diff import view
 
 log = logging.getLogger("reconcile")
 
@@ -62,7 +63,8 @@ class RunResult:
         return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
                 f"{writes['delete']} deleted, {deleted} images deleted; "
                 f"{requests if requests is not None else '-'} requests"
-                f"{f' ({bytes_read / 1024:.0f} KiB read)' if bytes_read is not None else ''}; {seconds:.2f}s")
+                f"{f' ({bytes_read / 1024:.0f} KiB read)' if bytes_read is not None else ''}; {seconds:.2f}s"
+                f"{view.rollouts(o.plan for o in self.outcomes if not o.error)}")
 
 
 def _do(cluster: Cluster, action: Action) -> None:

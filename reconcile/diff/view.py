@@ -192,7 +192,14 @@ def summary(plans: Iterable[PoolPlan]) -> str:
     moves = [f"{p.pool} {p.state_before or '-'} -> {p.state_after}"
              + (f" ({p.transition.lower()})" if p.state_before == p.state_after else "")
              for p in plans if p.state_after and (p.state_before != p.state_after or _told(p))]
-    return counts + ("; pools: " + ", ".join(moves) if moves else "")
+    return counts + ("; pools: " + ", ".join(moves) if moves else "") + rollouts(plans)
+
+
+def rollouts(plans: Iterable[PoolPlan]) -> str:
+    """`; roll out: worker -> worker, infra`: the pools that will roll out each image this plan
+    hands to the MCO (rollout: machineconfig), inheriting pools among them."""
+    parts = [f"{p.pool} -> {', '.join(p.rollout)}" for p in plans if p.rollout]
+    return "; roll out: " + "; ".join(parts) if parts else ""
 
 
 def _told(plan: PoolPlan) -> bool:
