@@ -107,6 +107,9 @@ def bad_creates(server) -> dict[str, tuple[dict[str, Any], str]]:
         "no-role": (no_role, NAME_RULE + "ocl-osimageurl-worker has no role label"),
         "no-image": (no_image, SPEC_RULE + "ocl-osimageurl-worker has no spec.osImageURL"),
         "without-our-label": (unlabelled, LABEL_RULE + "ocl-osimageurl-worker is not"),
+        "a-tag": (ours(server, osImageURL=F.REPO + ":latest"),
+                  "ocl-reconciler may set spec.osImageURL only to an image by digest (<repo>@sha256:<64 hex>): "
+                  f"ocl-osimageurl-worker sets {F.REPO}:latest"),
     }
 
 
@@ -163,7 +166,7 @@ def test_the_reconcilers_writes_pass(api):
 
 
 @pytest.mark.parametrize("case", ["ignition-file", "kernel-arguments", "another-name", "another-pools-name",
-                                  "no-role", "no-image", "without-our-label"])
+                                  "no-role", "no-image", "without-our-label", "a-tag"])
 def test_the_policy_refuses_any_other_create(api, case):
     obj, message = bad_creates(api)[case]
     status, body = as_sa(api, "POST", MCS, obj)
