@@ -318,3 +318,36 @@ def test_annotation_mode_on_a_machineosconfig_cluster_says_the_image_reaches_no_
     assert err.count("no node gets the image") == 1
     without = [o for o in items if o["kind"] != "CustomResourceDefinition"]
     assert "no node gets" not in run_cli("status", "--snapshot", str(run_cli.write(without)))[2]
+
+
+def test_render_never_prints_the_rollout_machineconfig(run_cli):
+    """render prints build objects only: an Argo CD Application applying our MachineConfig would
+    fight the reconciler's next patch of it."""
+    items = run_cli.run(world())[1]
+    done = finish(items, "worker", "Succeeded", DIGESTS[0])
+    code, out, err = run_cli("render", "--snapshot", str(run_cli.write(done)))
+    assert code == 0, err
+    assert "kind: MachineConfig\n" not in out and rollout.name("worker") not in out
+    assert f"{rollout.name('worker')} not shown" in err
+
+
+def test_switching_back_to_annotation_leaves_the_machineconfig(run_cli):
+    items = build_once(run_cli, world(), DIGESTS[0])
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["rollout"] = "annotation"
+    code, after, err = run_cli.run(items)
+    assert code == 0 and writes(err) == (0, 0, 0), err
+    assert ours(after)[0]["spec"]["osImageURL"] == f"{F.REPO}@{DIGESTS[0]}"
+
+
+def test_a_pool_selecting_everything_renders_nothing_so_inherits_nothing(run_cli):
+    """The render controller refuses a pool whose machineConfigSelector is empty ("This
+    machineconfigpool is selecting all machineconfigs", openshift/machine-config-operator
+    pkg/controller/render/render_controller.go; tests/mcorender.py), so such a pool never rolls
+    our image out, even with an OS stream."""
+    everything = mco_pool("all", ("worker",), opted_in=False, stream="rhel-10")
+    everything["spec"]["machineConfigSelector"] = {}
+    items = run_cli.run(world(mco_pool("worker", ("worker",)), everything))[1]
+    assert ann(items)[A.STATE] == A.PENDING
+    code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(finish(items, "worker", "Succeeded",
+                                                                            DIGESTS[0]))))
+    assert code == 1 and "roll out: worker -> worker\n" in out

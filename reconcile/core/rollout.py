@@ -55,8 +55,9 @@ def image_of(mc: Mapping[str, Any] | None) -> str | None:
 
 
 def stream(pool: Mapping[str, Any]) -> str:
-    return (((pool.get("spec") or {}).get("osImageStream") or {}).get("name") or "") \
-        if isinstance((pool.get("spec") or {}).get("osImageStream"), Mapping) else ""
+    """The OS stream the pool names (`spec.osImageStream.name`), or ""."""
+    chosen = (pool.get("spec") or {}).get("osImageStream")
+    return str(chosen.get("name") or "") if isinstance(chosen, Mapping) else ""
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,18 @@ class View:
     ours: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def selecting(self, pool: str) -> list[Mapping[str, Any]]:
-        """The other pools whose machineConfigSelector selects pool's MachineConfig.
-        Raises selector.InvalidSelector naming the pool."""
+        """The other pools whose machineConfigSelector selects pool's MachineConfig. A pool with an
+        empty selector is never rendered ("This machineconfigpool is selecting all
+        machineconfigs", openshift/machine-config-operator pkg/controller/render/render_controller.go),
+        so it selects nothing here. Raises selector.InvalidSelector naming the pool."""
         out = []
         for other in sorted(self.pools, key=objects.name):
-            if objects.name(other) == pool:
+            chosen = (other.get("spec") or {}).get("machineConfigSelector")
+            if objects.name(other) == pool or (isinstance(chosen, Mapping) and not chosen.get("matchLabels")
+                                               and not chosen.get("matchExpressions")):
                 continue
             try:
-                if selector.selects((other.get("spec") or {}).get("machineConfigSelector"), labels(pool)):
+                if selector.selects(chosen, labels(pool)):
                     out.append(other)
             except selector.InvalidSelector as err:
                 raise selector.InvalidSelector(

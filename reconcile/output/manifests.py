@@ -6,7 +6,8 @@ what the reconciler deleted after a success, and the image was built again, fore
 follows the plan: a pool that is built for its current inputs (BUILT, SUCCEED, REUSE) or Blocked
 prints nothing; a START or RETRY prints what it creates; a build that is running or failed prints
 its live objects that the plan keeps, rendered from the inputs as they were created. Secrets we
-would create (registry auth) are named on stderr, never printed."""
+would create (registry auth) are named on stderr, never printed, and so is the rollout
+MachineConfig (an Application that applied it would fight the reconciler's next patch of it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.core import desired, lifecycle
+from reconcile.core import desired, lifecycle, rollout
 from reconcile.core.actions import PoolPlan
 
 
@@ -59,6 +60,9 @@ def render(pairs: Iterable[tuple[lifecycle.Decision, PoolPlan]],
         for obj in wanted + created:
             if obj.get("kind") == "Secret":
                 notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: it holds credentials")
+            elif obj.get("kind") == rollout.KIND:
+                notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: the rollout MachineConfig is "
+                             "not a build object; run writes and patches it")
             else:
                 out.append(obj)
     return out, problems, notes
