@@ -158,7 +158,8 @@ def _observe(cluster, args, now: datetime):
             planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                       ca_file=ca)
         plans = planner.plan()
-        notice = observe.annotation_notice(cluster, observe.stranded(seen, plans))
+        stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
+        notice = observe.annotation_notice(cluster, stranded)
         if notice:
             import logging
             logging.getLogger("reconcile").warning("%s", notice)
@@ -250,7 +251,6 @@ def cmd_render(args, now: datetime) -> int:
 
 def cmd_status(args, now: datetime) -> int:
     from reconcile.cluster import ClusterError
-    from reconcile.contract import objects
     from reconcile.output import status
     cluster = _cluster(args, now)
     try:
@@ -263,14 +263,8 @@ def cmd_status(args, now: datetime) -> int:
     except ClusterError:
         mcs = []
     from reconcile.cluster import observe
-    from reconcile.contract import annotations as A
-    from reconcile.core import lifecycle, rollout
-    handed = {objects.name(m)[len(rollout.PREFIX):] for m in mcs}
     try:
-        notice = observe.annotation_notice(cluster, [
-            p["metadata"]["name"] for p in pools if lifecycle.opted_in(p)
-            and (p["metadata"].get("annotations") or {}).get(A.IMAGE)
-            and p["metadata"]["name"] not in handed])
+        notice = observe.annotation_notice(cluster, observe.stranded(pools, machineconfigs=mcs))
     except ClusterError:
         notice = None
     if notice:

@@ -25,7 +25,7 @@ from typing import Any
 def digest(machineconfig: Mapping[str, Any]) -> str:
     """A short hash of the image content of a rendered MachineConfig (defaults normalised:
     no extensions = [], no kernelType = "default", no fips = false)."""
-    spec = machineconfig.get("spec") or {} if isinstance(machineconfig, Mapping) else {}
+    spec = machineconfig.get("spec") if isinstance(machineconfig, Mapping) else None
     spec = spec if isinstance(spec, Mapping) else {}
     content = {"config": spec.get("config"), "extensions": list(spec.get("extensions") or []),
                "kernelType": spec.get("kernelType") or "default", "fips": bool(spec.get("fips"))}

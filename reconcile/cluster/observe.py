@@ -15,9 +15,10 @@ from reconcile import registry
 from reconcile.build import builders, buildinputs, proxy, settings
 from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, NotFound
+from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, images, lifecycle
+from reconcile.core import desired, images, lifecycle, rollout
 from reconcile.core.actions import PoolPlan
 
 #: Kinds whose objects we create, hence LIST with our selector.
@@ -114,6 +115,11 @@ def _rollout(found: Settings | Problem) -> bool:
     return isinstance(found, Settings) and found.machineconfig_rollout
 
 
+def annotation_only(found: Settings | Problem) -> bool:
+    """Valid settings with `rollout: annotation`: images are only recorded on the pools."""
+    return isinstance(found, Settings) and not found.machineconfig_rollout
+
+
 def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace, {naming.MANAGED_BY: objects.ABSENT})
     found = read_settings(namespace, configmaps)
@@ -142,14 +148,13 @@ def annotation_notice(cluster: Cluster, stranded: Iterable[str]) -> str | None:
     return ANNOTATION_ONLY.format(s="s" if len(stranded) > 1 else "", pools=", ".join(stranded))
 
 
-def stranded(seen: Observed, plans: Iterable[PoolPlan]) -> list[str]:
-    """With `rollout: annotation`: the pools that have, or get in this plan, an image."""
-    if not isinstance(seen.settings, Settings) or seen.settings.machineconfig_rollout:
-        return []
-    from reconcile.contract import annotations as A
-    imaged = {objects.name(p) for p in seen.pools
-              if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
-    return sorted(imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED})
+def stranded(pools: Iterable[dict[str, Any]], plans: Iterable[PoolPlan] = (),
+             machineconfigs: Iterable[dict[str, Any]] = ()) -> list[str]:
+    """The opted-in pools that have (or get in these plans) an image that none of our rollout
+    MachineConfigs hands to the MCO."""
+    handed = set(rollout.view((), machineconfigs, ()).ours)
+    imaged = {objects.name(p) for p in pools if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
+    return sorted((imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED}) - handed)
 
 
 @dataclass

@@ -39,7 +39,7 @@ class BuildInputs:
     pull_secret: str
     push_secret: str
     rebuild_token: str
-    content: str = ""
+    content: str
 
     @functools.cached_property
     def build_id(self) -> str:

@@ -224,8 +224,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
     status = builder.read_status(build_obj) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
+    # an earlier version's record (it wrote no content digest) under the id it gave these inputs
     legacy = {desired.build_ref(builder, settings.namespace, inp, n, inp.legacy_build_id)
-              for n in range(1, A.MAX_ATTEMPTS + 1)}
+              for n in range(1, A.MAX_ATTEMPTS + 1)} if A.CONTENT not in ann else set()
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
