@@ -82,6 +82,11 @@ def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(
         gets = [e["objectRef"].get("name") for e in real.api.audit(mark, realserver.RECONCILER)
                 if e["verb"] == "get" and e["objectRef"]["resource"] == "machineconfigs"]
         assert gets == []                                 # the content digest is recorded: no read
+        lists = sorted(e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
+                       if e["verb"] == "list")
+        # the 6 LISTs of a steady run (README, "Live clusters") and one of our MachineConfigs
+        assert lists == sorted(["configmaps", "configmaps", "secrets", "pods", "builds", "machineconfigpools",
+                                "machineconfigs"])
 
         # a kernel argument: a new rendered config, nothing to build
         real.api.create(source_mc("99-worker-kargs", "worker", kernelArguments=["nosmt"]))

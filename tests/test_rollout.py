@@ -351,3 +351,18 @@ def test_a_pool_selecting_everything_renders_nothing_so_inherits_nothing(run_cli
     code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(finish(items, "worker", "Succeeded",
                                                                             DIGESTS[0]))))
     assert code == 1 and "roll out: worker -> worker\n" in out
+
+
+def test_status_without_list_machineconfigs_shows_the_pools_without_the_rollout(run_cli, tmp_path):
+    """A token of a `rollout: annotation` install has no `list machineconfigs`: status still works."""
+    from reconcile import cli
+    from tests.apiserver import APIServer, Fault
+    items = build_once(run_cli, world(), DIGESTS[0])
+    with APIServer(items) as server:
+        server.faults.append(Fault("status", code=403, times=0,
+                                   match=lambda verb, res, ns, name: res == "machineconfigs"))
+        run_cli.capsys.readouterr()
+        assert cli.main(["status", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
+        out = run_cli.capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("worker")]
+    assert " Succeeded " in row and "rolling out" not in row and "rendering" not in row
