@@ -199,6 +199,11 @@ class Planner:
         if self.material is None and isinstance(self.seen.settings, Settings):
             self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps)
 
+    def _everyone(self, pools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Every pool as read, those re-read for this plan in place of theirs: pruning protects what
+        any pool uses, and a rollout looks at every pool's selector."""
+        return {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
+
     def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
               ) -> list[PoolPlan]:
         """Decide every pool first (pure), ask the registry about images a build could reuse, read
@@ -206,7 +211,7 @@ class Planner:
         build, then build each transition's actions (pure)."""
         if isinstance(self.seen.settings, Settings):        # else every pool is Blocked: read nothing
             self._read_machineconfigs(lifecycle.unknown_content(pools, only))
-        everyone = {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
+        everyone = self._everyone(pools)
         fresh = {(o.get("kind"), objects.name(o)) for o in owned}
         view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
             o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
@@ -228,7 +233,7 @@ class Planner:
         if self.keep_images < 0 or not isinstance(self.seen.settings, Settings):
             return plans
         planned = {p.pool for p in plans}
-        everyone = {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
+        everyone = self._everyone(pools)
         after = images.pools_after(everyone.values(), plans)
         if not images.pending([p for p in after if objects.name(p) in planned], self.keep_images):
             return plans
