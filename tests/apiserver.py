@@ -57,6 +57,8 @@ RESOURCES = [
              False, status=True, short=("mcp",)),
     Resource("machineconfiguration.openshift.io", "v1", "machineconfigs", "MachineConfig", False,
              short=("mc",)),
+    Resource("machineconfiguration.openshift.io", "v1", "osimagestreams", "OSImageStream", False,
+             status=True),
     Resource("build.openshift.io", "v1", "builds", "Build", True, status=True),
     Resource("config.openshift.io", "v1", "proxies", "Proxy", False, status=True),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,8 +64,39 @@ def pool(name: str = "worker", rendered: str | None = None, opted_in: bool = Tru
             "metadata": {"name": name, "uid": f"uid-pool-{name}", "resourceVersion": "20",
                          "labels": labels,
                          "annotations": {"example.com/keep": "theirs", **(annotations or {})}},
-            "spec": {"configuration": {"name": rendered or f"rendered-{name}-1"}},
+            "spec": {"configuration": {"name": rendered or f"rendered-{name}-1"},
+                     "nodeSelector": {"matchLabels": {f"node-role.kubernetes.io/{name}": ""}}},
             "status": {"machineCount": 3}}
+
+
+def stream_images(stream: str) -> tuple[str, str]:
+    """(osImage, osExtensionsImage) of a stream as osimagestream() lists it: digested, as the CRD
+    requires (`@sha256:` and 64 hex digits)."""
+    digest = hashlib.sha256(stream.encode()).hexdigest()
+    return (f"quay.io/ocp/{stream}-coreos@sha256:{digest}",
+            f"quay.io/ocp/{stream}-coreos-extensions@sha256:{digest}")
+
+
+def osimagestream(default: str = "rhel-9", *streams: str) -> dict[str, Any]:
+    """The singleton OSImageStream `cluster` as the MCO fills it (openshift/api
+    machineconfiguration/v1 types_osimagestream.go; ../shared/schemas/osimagestreams.crd.yaml):
+    spec.defaultStream, and status.availableStreams with each stream's images."""
+    names = list(dict.fromkeys((default, *streams)))
+    return {"apiVersion": f"{MCO}/v1", "kind": "OSImageStream",
+            "metadata": {"name": "cluster", "resourceVersion": "7"},
+            "spec": {"defaultStream": default},
+            "status": {"defaultStream": default, "availableStreams": [
+                {"name": n, "osImage": stream_images(n)[0], "osExtensionsImage": stream_images(n)[1]}
+                for n in names]}}
+
+
+def node(name: str, pool: str = "worker", arch: str = "amd64", **labels: str) -> dict[str, Any]:
+    """A Node of the pool (the role label its nodeSelector matches), with the labels the kubelet
+    sets (kubernetes.io/arch, kubernetes.io/os); arch "" leaves the arch label out."""
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": "5",
+                         "labels": {f"node-role.kubernetes.io/{pool}": "", "kubernetes.io/os": "linux",
+                                    **({"kubernetes.io/arch": arch} if arch else {}), **labels}}}
 
 
 def machineconfig(name: str, files: int = 3, content: str | None = None) -> dict[str, Any]:
@@ -82,13 +114,15 @@ def machineconfig(name: str, files: int = 3, content: str | None = None) -> dict
 
 
 def cluster(*pools: dict[str, Any], extra: list[dict[str, Any]] | None = None,
-            settings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """A complete, valid cluster: settings, secrets, the pools and their rendered configs."""
+            settings: list[dict[str, Any]] | None = None, nodes: bool = True) -> list[dict[str, Any]]:
+    """A complete, valid cluster: settings, secrets, the pools and their rendered configs, and
+    (with `nodes`) one amd64 node per pool."""
     pools = pools or (pool(),)
     items = settings if settings is not None else [
         build_config(), osimageurl(), secret("pull-secret"), secret("push-secret")]
     items = [copy.deepcopy(o) for o in items] + [copy.deepcopy(p) for p in pools]
     items += [machineconfig(p["spec"]["configuration"]["name"]) for p in pools]
+    items += [node(f"{p['metadata']['name']}-0", p["metadata"]["name"]) for p in pools] if nodes else []
     return items + (extra or [])
 
 
@@ -116,11 +150,27 @@ def content(pool: dict[str, Any]) -> str:
     return imagecontent.digest(machineconfig(pool["spec"]["configuration"]["name"]))
 
 
+#: BuildInputs fields versions before the platform (issue 20) did not have.
+PLATFORM_FIELDS = ("arch", "os_stream", "builder_image")
+
+
+def build_id_before_platform(inputs: Any) -> str:
+    """The build id as the version before the platform fields computed it: a hash of every input
+    of BuildInputs as it was then (the content digest, not the rendered config's name)."""
+    import dataclasses
+    import hashlib
+    fields = {k: v for k, v in dataclasses.asdict(inputs).items()
+              if k not in ("rendered_config", *PLATFORM_FIELDS)}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
 def build_id_before_content(inputs: Any) -> str:
     """The build id as versions before the content digest computed it: a hash of every input of
     BuildInputs as it was then (the rendered config's name among them, no content)."""
     import dataclasses
     import hashlib
-    fields = {k: v for k, v in dataclasses.asdict(inputs).items() if k != "content"}
+    fields = {k: v for k, v in dataclasses.asdict(inputs).items()
+              if k not in ("content", *PLATFORM_FIELDS)}
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]

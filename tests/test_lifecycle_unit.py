@@ -7,7 +7,7 @@ import copy
 import kubelet
 import pytest
 
-from reconcile.build import settings
+from reconcile.build import platform, settings
 from reconcile.cluster import apply, observe
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.contract import annotations as A
@@ -98,7 +98,10 @@ def test_an_edited_configmap_of_ours_is_replaced_never_patched():
     pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
     owned = cluster.list("ConfigMap", F.NS, naming.SELECTOR, metadata_only=True)
     assert all("data" not in o for o in owned)
-    p = plan(pool, owned, mc=F.machineconfig("rendered-worker-1"))
+    facts = platform.Platform(nodes=tuple(cluster.list("Node", None)))      # as a run reads them then
+    d = lifecycle.decide_pool(good_settings(), pool, owned, {"rendered-worker-1": F.machineconfig("rendered-worker-1")},
+                              facts=facts)
+    p = lifecycle.act(d, F.NOW, F.machineconfig("rendered-worker-1"))
     verbs = [(a.verb, a.obj["kind"], a.obj["metadata"]["name"]) for a in p.actions if a.obj["kind"] != "Event"]
     name = cm["metadata"]["name"]
     assert verbs.index(("delete", "ConfigMap", name)) + 1 == verbs.index(("create", "ConfigMap", name))

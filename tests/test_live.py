@@ -55,9 +55,12 @@ def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n):
             ("list", "builds", ours, False), ("list", "pods", ours, False),
             ("list", "configmaps", "!app.kubernetes.io/managed-by", False),    # the settings, with data
             ("list", "configmaps", ours, True), ("list", "secrets", ours, True),  # ours: metadata only
-            ("list", "machineconfigpools", None, False)], key=str)
+            ("list", "machineconfigpools", None, False),
+            # the OS streams singleton, once (issue 20: "one read of the singleton at most"); the
+            # nodes are not listed: every pool's architecture is recorded
+            ("get", "osimagestreams", None, False)], key=str)
         assert guard == [("create", "leases"), ("delete", "leases")]
-        assert len(server.log) == 8
+        assert len(server.log) == 9
         assert server.items() == items
 
 
@@ -66,7 +69,10 @@ def test_creating_run_reads_one_machineconfig_per_pool(tmp_path):
         assert run(server, tmp_path) == 0
         gets = sorted((r.resource, r.name) for r in server.log if r.verb == "get")
         assert gets == [("machineconfigs", f"rendered-pool{i}-1") for i in range(3)] + [
-            ("proxies", "cluster"), ("secrets", "pull-secret"), ("secrets", "push-secret")]
+            ("osimagestreams", "cluster"), ("proxies", "cluster"), ("secrets", "pull-secret"),
+            ("secrets", "push-secret")]
+        # the pools' architecture: the nodes, once, metadata only
+        assert [(r.resource, r.metadata_only) for r in server.log if r.resource == "nodes"] == [("nodes", True)]
         input_lists = [r.query.get("labelSelector") for r in server.log if r.verb == "list" and r.resource == "secrets"]
         assert input_lists == ["app.kubernetes.io/managed-by=ocl-reconciler", "ocl-reconciler.io/build-input",
                                "coreos-assembler.coreos.com/secret"]
@@ -280,7 +286,9 @@ def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
     from reconcile.cluster import observe
     from reconcile.core import desired
     seen = observe.observe(server.store, F.NS)
-    inp = desired.inputs(seen.settings, F.the_pool(server.items()), F.content(F.the_pool(server.items())))
+    from reconcile.build import platform
+    nodes = platform.Platform(nodes=tuple(F.find(server.items(), "Node")))
+    inp = desired.inputs(seen.settings, F.the_pool(server.items()), F.content(F.the_pool(server.items())), nodes)
     squatter = F.configmap(desired.names(inp).build.replace("ocl-build", "ocl-dockerfile"), {"x": "y"})
     with APIServer(F.cluster(extra=[copy.deepcopy(squatter)])) as server:
         assert run(server, tmp_path) == 2

@@ -212,7 +212,8 @@ def test_an_inheriting_pool_with_an_os_stream_blocks_the_writer(any_cli):
 
 
 def test_our_own_pool_with_an_os_stream_is_blocked(any_cli):
-    code, after, _ = any_cli.run(world(mco_pool("worker", ("worker",), stream="rhel-10")))
+    listed = F.osimagestream("rhel-9", "rhel-10")         # the pool's stream is one the cluster lists
+    code, after, _ = any_cli.run(world(mco_pool("worker", ("worker",), stream="rhel-10"), extra=(listed,)))
     assert code == 2 and ann(after)[A.STATE] == A.BLOCKED
     assert "spec.osImageStream.name 'rhel-10'" in ann(after)[A.MESSAGE]
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import registry
-from reconcile.build import builders, buildinputs, proxy, settings
+from reconcile.build import builders, buildinputs, osstream, platform, proxy, settings
 from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, NotFound
 from reconcile.contract import annotations as A
@@ -169,7 +169,11 @@ class Planner:
     keep_images: int = -1
     machineconfigs: dict[str, Any] = field(default_factory=dict)
     material: desired.Material | None = None
+    #: the nodes, metadata only (their labels and annotations): listed once, when first needed
     nodes: list[dict[str, Any]] | None = None
+    #: the OSImageStream `cluster` (None: absent or not served), read once if some pool names a stream
+    streams: dict[str, Any] | None = None
+    streams_read: bool = False
     #: the registry, for reuse checks and pruning; None on a snapshot (both are simulated)
     registry_client: registry.Client | None = None
     lookups: dict[str, images.Lookup] = field(default_factory=dict)
@@ -199,6 +203,21 @@ class Planner:
         if self.material is None and isinstance(self.seen.settings, Settings):
             self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps)
 
+    def _list_nodes(self) -> list[dict[str, Any]]:
+        if self.nodes is None:
+            self.nodes = self.cluster.list("Node", None, metadata_only=True)
+        return self.nodes
+
+    def _facts(self, pools: list[dict[str, Any]], only: Iterable[str], due: bool) -> platform.Platform:
+        """The OS streams and nodes the decisions need (build/platform.py says when that is);
+        `due`: some pool's build is due, so its nodes' architecture is read now."""
+        if not self.streams_read and platform.needs_streams(pools, only):
+            self.streams, self.streams_read = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME), True
+        if due or platform.needs_nodes(pools, only):
+            self._list_nodes()
+        return platform.Platform(self.streams, None if self.nodes is None else tuple(self.nodes),
+                                 tuple(self._everyone(pools).values()))
+
     def _everyone(self, pools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Every pool as read, those re-read for this plan in place of theirs: pruning protects what
         any pool uses, and a rollout looks at every pool's selector."""
@@ -209,15 +228,23 @@ class Planner:
         """Decide every pool first (pure), ask the registry about images a build could reuse, read
         the MachineConfigs and build material only for the transitions that still make a new
         build, then build each transition's actions (pure)."""
-        if isinstance(self.seen.settings, Settings):        # else every pool is Blocked: read nothing
+        valid = isinstance(self.seen.settings, Settings)     # else every pool is Blocked: read nothing
+        if valid:
             self._read_machineconfigs(lifecycle.unknown_content(pools, only))
         everyone = self._everyone(pools)
         fresh = {(o.get("kind"), objects.name(o)) for o in owned}
         view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
             o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
-        decisions = [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
-                     for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only,
-                                                       self.machineconfigs, view)]
+
+        def decide(facts: platform.Platform) -> list[lifecycle.Decision]:
+            return [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
+                    for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only,
+                                                      self.machineconfigs, view, facts)]
+        facts = self._facts(pools, only, due=False) if valid else platform.Platform()
+        decisions = decide(facts)
+        if facts.nodes is None and any(d.needs_build for d in decisions):
+            # a build is due: decided again on its nodes' architecture, not the one recorded
+            decisions = decide(self._facts(pools, only, due=True))
         due = [d for d in decisions if d.needs_build]
         if due:
             self.read(d.inputs.rendered_config for d in due)
@@ -237,9 +264,7 @@ class Planner:
         after = images.pools_after(everyone.values(), plans)
         if not images.pending([p for p in after if objects.name(p) in planned], self.keep_images):
             return plans
-        if self.nodes is None:
-            self.nodes = self.cluster.list("Node", None)
-        images.add_to(plans, everyone.values(), self.nodes, self.keep_images)
+        images.add_to(plans, everyone.values(), self._list_nodes(), self.keep_images)
         return plans
 
     def push_auths(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ KINDS: dict[str, tuple[str, bool, str]] = {
     "MachineConfig": ("machineconfiguration.openshift.io/v1", False, "machineconfigs"),
     "Proxy": ("config.openshift.io/v1", False, "proxies"),
     "Node": ("v1", False, "nodes"),
+    "OSImageStream": ("machineconfiguration.openshift.io/v1", False, "osimagestreams"),
 }
 
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconcile.build import auth, buildinputs, containersconf, dockerlint, encoding, proxy, templates
+from reconcile.build import architecture, auth, buildinputs, containersconf, dockerlint, encoding, platform, proxy, templates
 from reconcile.build.builders.base import BuildContext
-from reconcile.build.settings import Settings
+from reconcile.build.settings import CUSTOM_POD_BUILDER, Settings
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 
@@ -40,16 +40,30 @@ class BuildInputs:
     push_secret: str
     rebuild_token: str
     content: str
+    #: the architecture of the pool's nodes ("" while it has none: no node selector)
+    arch: str = ""
+    #: the OS stream the base and extensions images are of ("": the cluster-wide default)
+    os_stream: str = ""
+    #: the image the build runs in (the custom-pod-builder's; "" for an OpenShift Build, whose
+    #: builder image is the cluster's)
+    builder_image: str = ""
 
     @functools.cached_property
     def build_id(self) -> str:
         return naming.build_id({k: v for k, v in asdict(self).items() if k != "rendered_config"})
 
     @functools.cached_property
-    def legacy_build_id(self) -> str:
-        """The id versions before the content digest gave the same inputs (they hashed the
-        rendered config's name): a pool they built keeps its image after an upgrade."""
-        return naming.build_id({k: v for k, v in asdict(self).items() if k != "content"})
+    def legacy_build_ids(self) -> tuple[str, ...]:
+        """The ids earlier versions gave the same inputs, so that a pool they built keeps its image
+        after an upgrade: before the platform fields (architecture, OS stream, builder image), and
+        before the content digest (they hashed the rendered config's name)."""
+        values = {k: v for k, v in asdict(self).items() if k not in _PLATFORM_FIELDS}
+        return (naming.build_id({k: v for k, v in values.items() if k != "rendered_config"}),
+                naming.build_id({k: v for k, v in values.items() if k != "content"}))
+
+
+#: BuildInputs fields that earlier versions' build ids did not hash.
+_PLATFORM_FIELDS = ("arch", "os_stream", "builder_image")
 
 
 def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
@@ -58,9 +72,10 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
     return pool_annotations.get(A.REBUILD) or pool_annotations.get(A.REBUILD_HANDLED) or ""
 
 
-def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None) -> BuildInputs:
+def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
+           facts: platform.Platform = platform.Platform()) -> BuildInputs:
     """`content`: the image content digest of the pool's rendered config (None: it could not be
-    read)."""
+    read); `facts`: the OS streams and nodes (build/platform.py)."""
     md = pool.get("metadata") or {}
     name = md.get("name", "")
     if not _LABEL_VALUE.match(naming.pool_label(name)):
@@ -77,9 +92,18 @@ def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None) -> 
                       "no rendered MachineConfig to build yet")
     if content is None:
         raise Blocked(f"MachineConfig {rendered} not found")
+    try:
+        stream, arch = platform.stream(pool, facts), platform.arch(pool, facts)
+    except platform.Unfit as err:
+        raise Blocked(str(err)) from None
+    pod_builder = settings.builder_type == CUSTOM_POD_BUILDER
     return BuildInputs(
-        pool=name, rendered_config=rendered, base_image=settings.base_image,
-        extensions_image=settings.extensions_image, release_version=settings.release_version,
+        pool=name, rendered_config=rendered,
+        base_image=stream.os_image if stream else settings.base_image,
+        extensions_image=stream.extensions_image if stream else settings.extensions_image,
+        os_stream=stream.name if stream else "", arch=arch.name,
+        builder_image=settings.buildah_image if pod_builder else "",
+        release_version=settings.release_version,
         pullspec=settings.pullspec, builder_type=settings.builder_type,
         custom_dockerfile=custom,
         pull_secret=settings.pull_secret, push_secret=settings.push_secret,
@@ -233,7 +257,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
-    build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)})
+    build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)},
+                             **({A.BUILDER_IMAGE: inp.builder_image} if inp.builder_image else {}))
     ctx = BuildContext(**dict(common, annotations=build_annotations),
         pool=inp.pool, rendered_config=inp.rendered_config, name=build_name(inp, attempt),
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
@@ -243,10 +268,14 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
-        containers_files=tuple(sorted(containers)))
+        containers_files=tuple(sorted(containers)), node_selector=architecture_selector(inp))
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
     return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets)),
             builder.render(ctx)]
+
+
+def architecture_selector(inp: BuildInputs) -> dict[str, str]:
+    return architecture.Arch(inp.arch, -1).node_selector
 
 
 def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:

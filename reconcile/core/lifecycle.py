@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile.build import builders, imagecontent
+from reconcile.build import builders, imagecontent, platform
 from reconcile.build.builders.base import Builder, BuildStatus
 from reconcile.build.settings import Settings
 from reconcile.contract import annotations as A
@@ -201,15 +201,16 @@ def _rendered(pool: Mapping[str, Any]) -> str:
 def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                 owned: Iterable[Mapping[str, Any]],
                 machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                view: rollout.View | None = None) -> Decision:
+                view: rollout.View | None = None, facts: platform.Platform | None = None) -> Decision:
     """The transition of one opted-in pool. `machineconfigs`: rendered configs by name, at least
-    those `unknown_content` names; `view`: with `rollout: machineconfig`."""
+    those `unknown_content` names; `view`: with `rollout: machineconfig`; `facts`: the OS streams
+    and nodes (default: none)."""
     name = objects.name(pool)
     if isinstance(settings, Problem):
         return Decision(Transition.BLOCKED, name, pool, problem=settings.message)
     builder = builders.for_type(settings.builder_type)      # settings.read validated the type
     try:
-        inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}))
+        inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}), facts or platform.Platform())
     except desired.Blocked as err:
         return Decision(Transition.BLOCKED, name, pool, problem=str(err))
     why = rollout.problem(view, pool) if view is not None else None
@@ -224,9 +225,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
     status = builder.read_status(build_obj) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
-    # an earlier version's record (it wrote no content digest) under the id it gave these inputs
-    legacy = {desired.build_ref(builder, settings.namespace, inp, n, inp.legacy_build_id)
-              for n in range(1, A.MAX_ATTEMPTS + 1)} if A.CONTENT not in ann else set()
+    # an earlier version's record (it wrote no architecture) under an id it gave these inputs
+    legacy = {desired.build_ref(builder, settings.namespace, inp, n, old)
+              for old in inp.legacy_build_ids for n in range(1, A.MAX_ATTEMPTS + 1)} if A.ARCH not in ann else set()
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
@@ -250,7 +251,7 @@ def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]
 def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
                    owned: Iterable[Mapping[str, Any]], only: Iterable[str] = (),
                    machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                   view: rollout.View | None = None) -> list[Decision]:
+                   view: rollout.View | None = None, facts: platform.Platform | None = None) -> list[Decision]:
     """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
     included; objects without our labels are never acted on. `view` defaults to one of these
     pools and objects."""
@@ -267,7 +268,7 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
             continue
         mine = by_pool.pop(naming.pool_label(name), [])
         if opted_in(pool):
-            out.append(decide_pool(settings, pool, mine, machineconfigs, view))
+            out.append(decide_pool(settings, pool, mine, machineconfigs, view, facts))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine), rollout=view))
     for label, orphans in sorted(by_pool.items()):
@@ -466,6 +467,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
     if d.inputs is not None and d.settings is not None:
         step.base = {A.RENDERED: d.inputs.rendered_config,
                      A.CONTENT: A.content(d.inputs.rendered_config, d.inputs.content),
+                     A.ARCH: d.inputs.arch,
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
                      A.ATTEMPT: str(d.attempt)}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
@@ -480,12 +482,13 @@ def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
 
 def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], owned: list[Mapping[str, Any]],
                  now: datetime, machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                 only: Iterable[str] = (), material: desired.Material | None = None) -> list[PoolPlan]:
+                 only: Iterable[str] = (), material: desired.Material | None = None,
+                 facts: platform.Platform | None = None) -> list[PoolPlan]:
     """decide_cluster then plan, for callers that already hold every MachineConfig (one not in
     `machineconfigs` is taken as missing)."""
     mcs = machineconfigs or {}
     return [act(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
-            for d in decide_cluster(settings, pools, owned, only, mcs)]
+            for d in decide_cluster(settings, pools, owned, only, mcs, facts=facts)]
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcile.build import templates
+from reconcile.build.osstream import named as stream
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects, selector
 from reconcile.core import events, patches
@@ -52,12 +53,6 @@ def labels(pool: str) -> dict[str, str]:
 
 def image_of(mc: Mapping[str, Any] | None) -> str | None:
     return ((mc or {}).get("spec") or {}).get("osImageURL") if mc else None
-
-
-def stream(pool: Mapping[str, Any]) -> str:
-    """The OS stream the pool names (`spec.osImageStream.name`), or ""."""
-    chosen = (pool.get("spec") or {}).get("osImageStream")
-    return str(chosen.get("name") or "") if isinstance(chosen, Mapping) else ""
 
 
 @dataclass(frozen=True)

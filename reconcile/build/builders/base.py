@@ -32,6 +32,8 @@ class BuildContext:
     #: our ConfigMap with the cluster's registries.conf / policy.json (containersconf), and its keys
     containers_configmap: str | None = None
     containers_files: tuple[str, ...] = ()
+    #: where the build may run: the pool's architecture (build/architecture.py); {} = anywhere
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 #: Failures of the infrastructure rather than of the build: worth another attempt.

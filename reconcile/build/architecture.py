@@ -1,0 +1,99 @@
+"""The CPU architecture a pool's image must be built for: that of the pool's nodes.
+
+The MCO builds only `NoArch` Containerfiles and sets no node selector on its build Pod
+(openshift/machine-config-operator `pkg/controller/build/buildrequest/buildrequest.go`), so in a
+multi-architecture cluster its build may run on a node of another architecture than the pool's
+and push an image the pool cannot boot. Ours runs on a node of the pool's architecture: the
+architecture goes into the build object's `nodeSelector` and into the build id.
+
+Which pool a node belongs to follows the MCO (`pkg/helpers/helpers.go`, `ListPools` and
+`GetPoolsForNode`): Windows nodes belong to none; a pool whose `nodeSelector` is null or empty
+selects nothing; a node selected by one custom pool belongs to it (to `master` if master selects
+it too); by more than one custom pool, to none; else to `master`, else to `worker`.
+
+Pure: (the pool, every pool, the nodes' labels) -> the architecture, or why there is none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconcile.contract import objects, selector
+
+#: The label the kubelet sets on every node (kubernetes.io/arch, a GOARCH value).
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+MASTER, WORKER = "master", "worker"
+
+
+class Mixed(ValueError):
+    """The pool's nodes are of more than one architecture (or some say none): no one image boots
+    them all."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    """`name`: the architecture of every node of the pool; "" when the pool has no nodes yet (the
+    build then runs anywhere, and the pool's first nodes change the build id)."""
+    name: str
+    nodes: int
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {ARCH_LABEL: self.name} if self.name else {}
+
+    @property
+    def note(self) -> str:
+        return "" if self.name else ("the pool has no nodes yet: built without an architecture node "
+                                     "selector; its first nodes start a build for their architecture")
+
+
+def _selects(pool: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    chosen = (pool.get("spec") or {}).get("nodeSelector")
+    if not isinstance(chosen, Mapping) or not (chosen.get("matchLabels") or chosen.get("matchExpressions")):
+        return False                # "a nil or empty selector ... should match nothing, not everything"
+    try:
+        return selector.selects(chosen, labels)
+    except selector.InvalidSelector:
+        return False                # the MCO errors on it: the node belongs to no pool we can name
+
+
+def primary_pool(node: Mapping[str, Any], pools: Iterable[Mapping[str, Any]]) -> str | None:
+    """The name of the pool the node belongs to, or None."""
+    labels = objects.labels(node)
+    if labels.get(OS_LABEL) == "windows":
+        return None
+    names = [objects.name(p) for p in pools if _selects(p, labels)]
+    custom = [n for n in names if n not in (MASTER, WORKER)]
+    if len(custom) > 1:
+        return None
+    if MASTER in names:
+        return MASTER
+    if custom:
+        return custom[0]
+    return WORKER if WORKER in names else None
+
+
+def of_pool(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
+            nodes: Iterable[Mapping[str, Any]]) -> Arch:
+    """The architecture of the pool's nodes. Raises Mixed."""
+    name, pools = objects.name(pool), list(pools)
+    if name not in {objects.name(p) for p in pools}:
+        pools.append(pool)
+    mine = [n for n in nodes if primary_pool(n, pools) == name]
+    by_arch: dict[str, list[str]] = {}
+    for node in sorted(mine, key=objects.name):
+        by_arch.setdefault(objects.labels(node).get(ARCH_LABEL, ""), []).append(objects.name(node))
+    if len(by_arch) > 1 or "" in by_arch:
+        found = "; ".join(f"{arch or f'no {ARCH_LABEL} label'}: {_some(names)}"
+                          for arch, names in sorted(by_arch.items()))
+        raise Mixed(f"MachineConfigPool {name}: its nodes are not all of one architecture ({found}); "
+                    "one image boots only one: move the nodes of each architecture into a pool of "
+                    "their own")
+    return Arch(next(iter(by_arch), ""), len(mine))
+
+
+def _some(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
