@@ -318,6 +318,35 @@ BUILD_USER_SUBIDS = "1000:100000:65536\n"
 FILE_CAPS = {"newuidmap": "cap_setuid=ep", "newgidmap": "cap_setgid=ep"}
 
 
+#: What the build Pod's script (manifests/build-pod.sh) and its securityContext need of the image it
+#: runs in: (need, how this harness gives it, where quay.io/buildah/stable has it, where the MCO's
+#: image of the release has it). docs/builder-image.md holds the same table for readers; the
+#: harness drops `subids` and `filecaps` one at a time to show each is needed (test_realbuild).
+IMAGE_NEEDS = (
+    ("binaries", "/bin/sh, cp, mkdir; buildah",
+     "the host's buildah and busybox",
+     "containers/image_build buildah/Containerfile: dnf install buildah (Fedora base)",
+     "openshift/machine-config-operator Dockerfile: dnf install buildah fuse-overlayfs cpp; rhel9 base"),
+    ("user", "uid 1000 with a writable $HOME (the Pod sets HOME=/home/build on an emptyDir)",
+     "setpriv --reuid=1000, HOME on a directory it owns",
+     "useradd build (the first user: uid 1000)",
+     "Dockerfile: useradd --uid 1000 build"),
+    ("subids", "subordinate uid and gid ranges for uid 1000 (/etc/subuid, /etc/subgid)",
+     "BUILD_USER_SUBIDS bind-mounted over /etc/subuid and /etc/subgid",
+     "echo build:1:999 build:1001:64535 > /etc/subuid and /etc/subgid",
+     "not written by the Dockerfile: its own build runs buildah as `build` (buildah-build.sh: su -m "
+     "build) and so needs them as ours does"),
+    ("filecaps", "newuidmap with cap_setuid, newgidmap with cap_setgid (file capabilities)",
+     "copies of the host's tools given FILE_CAPS with setcap",
+     "rpm --setcaps shadow-utils",
+     "not set by the Dockerfile: shadow-utils of the base image; needed by its own build as above"),
+    ("policy", "/etc/containers/policy.json unless the cluster's is mounted (SIGNATURE_POLICY)",
+     "the host's containers-common",
+     "containers-common, a dependency of buildah",
+     "containers-common, a dependency of buildah"),
+)
+
+
 def unprivileged_tools() -> str | None:
     """Why the unprivileged run cannot happen here, or None."""
     missing = [t for t in ("setpriv", "unshare", "setcap", "newuidmap", "newgidmap") if shutil.which(t) is None]
@@ -326,13 +355,14 @@ def unprivileged_tools() -> str | None:
 
 
 def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
-                               root: Path) -> tuple[int, str, str]:
+                               root: Path, lacks: frozenset[str] = frozenset()) -> tuple[int, str, str]:
     """Run the container's command as its securityContext says, not as root: uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
     bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
     allowPrivilegeEscalation, in a mount namespace that shows the buildah image's /etc/subuid and
     /etc/subgid. Files are materialised as the kubelet would: volumes readable, the emptyDir and
-    the termination message writable by that user."""
+    the termination message writable by that user. `lacks`: IMAGE_NEEDS this image does not give
+    (`subids`: empty /etc/subuid and /etc/subgid; `filecaps`: newuidmap/newgidmap without them)."""
     (container,) = pod["spec"]["containers"]
     ctx = container.get("securityContext") or {}
     uid, gid = ctx["runAsUser"], ctx.get("runAsGroup", ctx["runAsUser"])
@@ -358,9 +388,10 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     for name, cap in FILE_CAPS.items():
         shutil.copy(shutil.which(name), tools / name)
         (tools / name).chmod(0o755)
-        subprocess.run(["setcap", cap, str(tools / name)], check=True)
-    (root / "subuid").write_text(BUILD_USER_SUBIDS)
-    (root / "subgid").write_text(BUILD_USER_SUBIDS)
+        if "filecaps" not in lacks:
+            subprocess.run(["setcap", cap, str(tools / name)], check=True)
+    (root / "subuid").write_text("" if "subids" in lacks else BUILD_USER_SUBIDS)
+    (root / "subgid").write_text("" if "subids" in lacks else BUILD_USER_SUBIDS)
     registries = root / "registries.conf"
     shutil.copy(host.env["CONTAINERS_REGISTRIES_CONF"], registries)
     env = {k: v for k, v in env.items() if k != "CONTAINERS_STORAGE_CONF"}     # the user's own storage

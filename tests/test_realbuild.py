@@ -384,3 +384,18 @@ def test_without_what_the_pod_spec_grants_rootless_buildah_cannot_unpack_the_ima
                                                  unprivileged_root / "denied")
     assert code != 0, why
     assert "single mapping" in logs.lower() and "insufficient uids or gids" in logs.lower(), logs
+
+
+# --- issue 20: what the script needs of its image (realbuild.IMAGE_NEEDS) --------------------------
+
+@pytest.mark.parametrize("need", ["subids", "filecaps"])
+def test_an_image_without_subordinate_ids_or_file_capabilities_cannot_build(env, run_cli, unprivileged_root, need):
+    """Two of the needs the builder image must meet (docs/builder-image.md): without either, rootless
+    buildah gets a single-uid user namespace and cannot unpack the base's file of uid 2."""
+    assert need in {n[0] for n in R.IMAGE_NEEDS}
+    registry, host, base = env
+    after, pod = first_run(run_cli, cluster(registry, base, F.machineconfig("rendered-worker-1")))
+    code, _, logs = R.run_build_pod_unprivileged(pod, after, host, unprivileged_root / need,
+                                                 lacks=frozenset({need}))
+    assert code != 0, need
+    assert "insufficient uids or gids" in logs.lower(), logs

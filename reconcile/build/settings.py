@@ -6,6 +6,7 @@ one-line reason that blocks every opted-in pool (it is not fatal: other work and
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,16 @@ BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
 #: renders and rolls out (core/rollout.py).
 ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG = "annotation", "machineconfig"
 ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
+#: The build Pod's image where the cluster has no MCO (plain Kubernetes): a moving tag, so set
+#: `buildahImage` (README, "The builder image").
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
+#: The MCO's own images of the release, digest-pinned and mirrored with it (openshift/
+#: machine-config-operator install/0000_80_machine-config_02_images.configmap.yaml, parsed by
+#: pkg/controller/common/images.go): `machineConfigOperator` is the image the MCO's build Pod runs
+#: buildah in (pkg/controller/build/buildrequest/buildrequest.go), and our default where it exists.
+MCO_NAMESPACE = "openshift-machine-config-operator"
+MCO_IMAGES = "machine-config-operator-images"
+MCO_IMAGES_KEY, MCO_IMAGE_FIELD = "images.json", "machineConfigOperator"
 #: Without baseImagePullSecretName the cluster's global pull secret is used, as the MCO does
 #: (openshift/machine-config-operator #4756); a reference to another namespace is `namespace/name`.
 GLOBAL_PULL_SECRET = "openshift-config/pull-secret"
@@ -58,6 +68,8 @@ class Settings:
     buildah_image: str
     custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
     rollout: str = ROLLOUT_ANNOTATION
+    #: where buildah_image came from (said by status and the log)
+    buildah_image_source: str = "default"
 
     @property
     def machineconfig_rollout(self) -> bool:
@@ -112,8 +124,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if rollout not in ROLLOUT_MODES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
                             f"(want one of {', '.join(ROLLOUT_MODES)})")
-    buildah = _image(BUILD_CONFIG, "buildahImage",
-                     (build.get("buildahImage") or "").strip() or DEFAULT_BUILDAH_IMAGE)
+    buildah, source = _builder_image(build, configmaps.get(MCO_IMAGES))
     osurl = _data(configmaps[OSIMAGEURL])
     base = _image(OSIMAGEURL, "baseOSContainerImage",
                   _required(OSIMAGEURL, osurl, "baseOSContainerImage"))
@@ -128,7 +139,32 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
+        buildah_image_source=source,
     )
+
+
+def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The build Pod's image and where it came from: `buildahImage`, else the MCO's own image of the
+    release, else the default."""
+    explicit = (build.get("buildahImage") or "").strip()
+    if explicit:
+        return _image(BUILD_CONFIG, "buildahImage", explicit), f"{BUILD_CONFIG} key buildahImage"
+    if mco_images is None:
+        return DEFAULT_BUILDAH_IMAGE, "default (no ConfigMap " + f"{MCO_NAMESPACE}/{MCO_IMAGES})"
+    where = f"ConfigMap {MCO_NAMESPACE}/{MCO_IMAGES}"
+    try:
+        images = json.loads(_data(mco_images).get(MCO_IMAGES_KEY) or "")
+    except ValueError:
+        images = None
+    image = images.get(MCO_IMAGE_FIELD) if isinstance(images, dict) else None
+    if not isinstance(image, str) or not image.strip():
+        raise SettingsError(f"{where}: key {MCO_IMAGES_KEY!r} has no field {MCO_IMAGE_FIELD!r} (the build "
+                            f"Pod's default image); set 'buildahImage' in ConfigMap {BUILD_CONFIG}")
+    try:
+        imageref.parse(image.strip())
+    except imageref.InvalidReference as err:
+        raise SettingsError(f"{where}: {MCO_IMAGES_KEY} field {MCO_IMAGE_FIELD!r}: {err}") from None
+    return image.strip(), f"{where} ({MCO_IMAGES_KEY} {MCO_IMAGE_FIELD})"
 
 
 def secret_location(namespace: str, ref: str) -> tuple[str, str]:

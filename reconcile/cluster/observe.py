@@ -14,7 +14,7 @@ from typing import Any
 from reconcile import registry
 from reconcile.build import builders, buildinputs, osstream, platform, proxy, settings
 from reconcile.build.settings import Settings, SettingsError
-from reconcile.cluster import Cluster, NotFound
+from reconcile.cluster import Cluster, Forbidden, NotFound
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
@@ -34,10 +34,14 @@ class Observed:
     configmaps: list[dict[str, Any]] = field(default_factory=list)
 
 
-def read_settings(namespace: str, configmaps: list[dict[str, Any]]) -> Settings | Problem:
-    """Settings from the namespace's ConfigMaps (already listed), or why they are invalid."""
+def read_settings(namespace: str, configmaps: list[dict[str, Any]],
+                  mco_images: dict[str, Any] | None = None) -> Settings | Problem:
+    """Settings from the namespace's ConfigMaps (already listed), or why they are invalid.
+    `mco_images`: the MCO's images ConfigMap, when it is not among them (another namespace)."""
     by_name = {objects.name(o): o for o in configmaps}
     cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
+    cms[settings.MCO_IMAGES] = mco_images if namespace != settings.MCO_NAMESPACE \
+        else by_name.get(settings.MCO_IMAGES)
     try:
         return settings.read(namespace, cms)
     except SettingsError as err:
@@ -81,6 +85,17 @@ def read_material(cluster: Cluster, found: Settings,
     return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle)
 
 
+def _mco_images(cluster: Cluster, namespace: str,
+                configmaps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The MCO's images ConfigMap, by name, when we run outside its namespace and the settings name
+    no builder image (one GET; in its namespace it is among the ConfigMaps listed)."""
+    config = next((o for o in configmaps if objects.name(o) == settings.BUILD_CONFIG), None) or {}
+    named = str((config.get("data") or {}).get("buildahImage") or "").strip()
+    if namespace == settings.MCO_NAMESPACE or named:
+        return None
+    return _get_optional(cluster, "ConfigMap", settings.MCO_NAMESPACE, settings.MCO_IMAGES)
+
+
 def _get_optional(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
     """A GET of a kind the cluster may not serve (the Proxy on plain Kubernetes): absent."""
     try:
@@ -122,7 +137,12 @@ def annotation_only(found: Settings | Problem) -> bool:
 
 def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace, {naming.MANAGED_BY: objects.ABSENT})
-    found = read_settings(namespace, configmaps)
+    try:
+        found = read_settings(namespace, configmaps, _mco_images(cluster, namespace, configmaps))
+    except Forbidden as err:
+        found = Problem(f"cannot read ConfigMap {settings.MCO_NAMESPACE}/{settings.MCO_IMAGES} (the "
+                        f"build Pod's default image): {err}; grant get on it, or set 'buildahImage' in "
+                        f"ConfigMap {settings.BUILD_CONFIG}")
     return Observed(namespace, found, cluster.list("MachineConfigPool", None),
                     list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
 
@@ -212,7 +232,8 @@ class Planner:
         """The OS streams and nodes the decisions need (build/platform.py says when that is);
         `due`: some pool's build is due, so its nodes' architecture is read now."""
         if not self.streams_read and platform.needs_streams(pools, only):
-            self.streams, self.streams_read = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME), True
+            self.streams = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME)
+            self.streams_read = True
         if due or platform.needs_nodes(pools, only):
             self._list_nodes()
         return platform.Platform(self.streams, None if self.nodes is None else tuple(self.nodes),
