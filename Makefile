@@ -24,8 +24,8 @@ demo: install
 	  echo '   [full diff in $(DEMO)/diff.txt]'; tail -n 1 $(DEMO)/diff.txt
 	@echo; echo '### 2. run: apply it, writing the resulting cluster to $(DEMO)/run1.yaml'
 	$(VENV)/bin/ocl-reconcile run --snapshot examples/cluster.yaml --write-snapshot $(DEMO)/run1.yaml
-	@echo; echo '### 3. status'
-	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run1.yaml
+	@echo; echo '### 3. status (-o wide: the architecture of the pool'"'"'s nodes, the release'"'"'s builder image)'
+	$(VENV)/bin/ocl-reconcile status -o wide --snapshot $(DEMO)/run1.yaml
 	@echo; echo '### 4. a kubelet finishes the builds: worker succeeds, infra fails'
 	$(PY) examples/kubelet.py $(DEMO)/run1.yaml $(DEMO)/kubelet.yaml --pool worker=Succeeded --pool infra=Failed
 	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/kubelet.yaml --write-snapshot $(DEMO)/run2.yaml

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes examples/cluster.yaml: a realistic, deterministic cluster snapshot for `make demo`.
 
-Two opted-in pools (worker, infra) and one that is not (master); the settings ConfigMaps and the
-pull and push secrets (fake credentials); rendered MachineConfigs shaped like the MCO's, the
+Two opted-in pools (worker, infra) and one that is not (master), and their nodes; the settings
+ConfigMaps, the MCO's images ConfigMap and the pull and push secrets (fake credentials); rendered
+MachineConfigs shaped like the MCO's, the
 worker one ~280 KB of JSON with a CA bundle, scripts and units, as real rendered configs are.
 Run `python3 examples/generate.py` to regenerate; the output is the same every time.
 """
@@ -101,6 +102,17 @@ def pool(name: str, rendered: str, opted_in: bool, uid: str) -> dict:
     }
 
 
+def node(name: str, roles: tuple[str, ...], arch: str = "amd64") -> dict:
+    """A Node as `oc get node -o yaml` shows its metadata (the kubelet's labels, the role labels)."""
+    labels = {"kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": name,
+              "beta.kubernetes.io/arch": arch, "beta.kubernetes.io/os": "linux",
+              "node.openshift.io/os_id": "rhcos", **{f"node-role.kubernetes.io/{r}": "" for r in roles}}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": "1400", "labels": labels,
+                         "uid": hashlib.md5(name.encode()).hexdigest()},
+            "status": {"nodeInfo": {"architecture": arch, "osImage": "Red Hat Enterprise Linux CoreOS 416"}}}
+
+
 def dockerconfig(name: str, registry: str, user: str) -> dict:
     auth = base64.b64encode(f"{user}:fake-password-not-a-secret".encode()).decode()
     cfg = json.dumps({"auths": {registry: {"auth": auth}}})
@@ -142,6 +154,15 @@ def snapshot() -> dict:
         machineconfig("infra", infra, ca_certs=30, scripts=10),
         machineconfig("master", master, ca_certs=10, scripts=5),
         machineconfig("worker", worker, ca_certs=75, scripts=25),
+        # the MCO's images of the release: the build Pod runs in its machineConfigOperator image
+        configmap("machine-config-operator-images", {"images.json": json.dumps({
+            "releaseVersion": "4.16.12",
+            "machineConfigOperator": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "ef" * 32,
+            "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "01" * 32}, indent=2)}),
+        *(node(f"master-{i}", ("master",)) for i in range(3)),
+        *(node(f"worker-{i}", ("worker",)) for i in range(3)),
+        # infra nodes keep the worker role too: they belong to infra (pkg/helpers/helpers.go)
+        *(node(f"infra-{i}", ("infra", "worker")) for i in range(2)),
     ]
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
 

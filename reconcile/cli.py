@@ -53,7 +53,7 @@ COMMAND_HELP = {
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
                "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig), "
                "whose progress the STATE shows ('Succeeded, rolling out 2/5'); a pool that inherits "
-               "one gets a row 'Inherited'.",
+               "one gets a row 'Inherited'. -o wide adds ARCH and BUILDER (docs/builder-image.md).",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
 }
 
@@ -113,7 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("-o", "--output", choices=("diff", "json"), default="diff",
                       help="json: the plan (writes with their JSON patches, state changes) for scripts")
     command("render", "print the desired build objects as YAML", [source, namespaced])
-    command("status", "table of pool build states", [source])      # pools only: no namespace
+    status = command("status", "table of pool build states", [source])      # pools only: no namespace
+    status.add_argument("-o", "--output", choices=("table", "wide"), default="table",
+                        help="wide: also ARCH (the architecture built for) and BUILDER (the image the "
+                             "build ran in), as recorded on the pool")
     return parser
 
 
@@ -271,7 +274,7 @@ def cmd_status(args, now: datetime) -> int:
         print(f"warning: {notice}", file=sys.stderr)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
-    sys.stdout.write(status.table(pools, now, mcs))
+    sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))
     return EXIT_OK
 
 

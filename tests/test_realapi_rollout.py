@@ -28,10 +28,11 @@ def component(server):
 
 
 def seed(real, builder, repo, host, *pools):
+    pools = pools or (mco_pool("worker", ("worker",)),)
     real.seed([F.build_config(imageBuilderType=builder, rollout="machineconfig", finalImagePullspec=f"{repo}:latest"),
                F.osimageurl(), F.secret("pull-secret"),
-               F.secret("push-secret", payload={"auths": {host: {"auth": "dTpw"}}}),
-               *(pools or (mco_pool("worker", ("worker",)),)),
+               F.secret("push-secret", payload={"auths": {host: {"auth": "dTpw"}}}), *pools,
+               *(F.node(f"{p['metadata']['name']}-0", p["metadata"]["name"]) for p in pools),
                source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)])
     for pool in pools or (mco_pool("worker", ("worker",)),):
         mcorender.sync_api(real.api, pool["metadata"]["name"], F.BASE)

@@ -200,7 +200,7 @@ def test_decide_reuses_only_what_the_registry_has():
 def test_a_build_id_never_built_is_not_a_candidate():
     from reconcile.build import settings as S
     found = S.read(F.NS, {"on-cluster-build-config": F.build_config(), "machine-config-osimageurl": F.osimageurl()})
-    pool = F.pool(annotations={A.IMAGES: f"someotherid=r.example.com/os@{DIGESTS[0]}"})
+    pool = F.pool(annotations={A.IMAGES: f"someotherid=r.example.com/os@{DIGESTS[0]}", A.ARCH: "amd64"})
     (d,) = lifecycle.decide_cluster(found, [pool], [], machineconfigs={"rendered-worker-1": F.machineconfig("rendered-worker-1")})
     assert d.transition is lifecycle.Transition.START and d.candidate is None
     pool["metadata"]["annotations"][A.IMAGES] = f"{d.inputs.build_id}=r.example.com/os@{DIGESTS[0]}"

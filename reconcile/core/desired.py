@@ -9,7 +9,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconcile.build import architecture, auth, buildinputs, containersconf, dockerlint, encoding, platform, proxy, templates
+from reconcile.build import (
+    architecture,
+    auth,
+    buildinputs,
+    containersconf,
+    dockerlint,
+    encoding,
+    platform,
+    proxy,
+    templates,
+)
 from reconcile.build.builders.base import BuildContext
 from reconcile.build.settings import CUSTOM_POD_BUILDER, Settings
 from reconcile.contract import annotations as A
@@ -73,7 +83,7 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
 
 
 def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
-           facts: platform.Platform = platform.Platform()) -> BuildInputs:
+           facts: platform.Platform | None = None) -> BuildInputs:
     """`content`: the image content digest of the pool's rendered config (None: it could not be
     read); `facts`: the OS streams and nodes (build/platform.py)."""
     md = pool.get("metadata") or {}
@@ -93,6 +103,7 @@ def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
     if content is None:
         raise Blocked(f"MachineConfig {rendered} not found")
     try:
+        facts = facts or platform.Platform()
         stream, arch = platform.stream(pool, facts), platform.arch(pool, facts)
     except platform.Unfit as err:
         raise Blocked(str(err)) from None
@@ -276,6 +287,10 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
 
 def architecture_selector(inp: BuildInputs) -> dict[str, str]:
     return architecture.Arch(inp.arch, -1).node_selector
+
+
+def architecture_note(inp: BuildInputs) -> str:
+    return architecture.Arch(inp.arch, -1).note
 
 
 def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:

@@ -210,7 +210,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
         return Decision(Transition.BLOCKED, name, pool, problem=settings.message)
     builder = builders.for_type(settings.builder_type)      # settings.read validated the type
     try:
-        inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}), facts or platform.Platform())
+        inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}), facts)
     except desired.Blocked as err:
         return Decision(Transition.BLOCKED, name, pool, problem=str(err))
     why = rollout.problem(view, pool) if view is not None else None
@@ -227,7 +227,8 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs
     legacy = {desired.build_ref(builder, settings.namespace, inp, n, old)
-              for old in inp.legacy_build_ids for n in range(1, A.MAX_ATTEMPTS + 1)} if A.ARCH not in ann else set()
+              for old in inp.legacy_build_ids for n in range(1, A.MAX_ATTEMPTS + 1)} \
+        if A.ARCH not in ann else set()
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
@@ -251,7 +252,8 @@ def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]
 def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
                    owned: Iterable[Mapping[str, Any]], only: Iterable[str] = (),
                    machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                   view: rollout.View | None = None, facts: platform.Platform | None = None) -> list[Decision]:
+                   view: rollout.View | None = None,
+                   facts: platform.Platform | None = None) -> list[Decision]:
     """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
     included; objects without our labels are never acted on. `view` defaults to one of these
     pools and objects."""
@@ -404,7 +406,8 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
         s.plan.notes += [not_reused] if not_reused else []     # the message keeps attempts only
     else:
         message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), not_reused,
-                                         desired.build_inputs(d.builder, material).note) if m)
+                                         desired.build_inputs(d.builder, material).note,
+                                         desired.architecture_note(d.inputs)) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
                    A.ATTEMPT: str(attempt)})
     s.record(A.PENDING, message)
@@ -467,7 +470,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
     if d.inputs is not None and d.settings is not None:
         step.base = {A.RENDERED: d.inputs.rendered_config,
                      A.CONTENT: A.content(d.inputs.rendered_config, d.inputs.content),
-                     A.ARCH: d.inputs.arch,
+                     A.ARCH: d.inputs.arch, A.BUILDER_IMAGE: d.inputs.builder_image or None,
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
                      A.ATTEMPT: str(d.attempt)}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request

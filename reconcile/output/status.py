@@ -11,6 +11,8 @@ from reconcile.contract import objects
 from reconcile.core import lifecycle, rollout
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
+#: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
+WIDE = ("ARCH", "BUILDER")
 
 
 def age(since: str | None, now: datetime) -> str:
@@ -78,10 +80,24 @@ def progress(pool: Mapping[str, Any], mc: Mapping[str, Any], image: str | None) 
     return f"{'rolled out' if done else 'rolling out'} {updated}/{total}"
 
 
+def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The rows with ARCH and BUILDER before MESSAGE: "-" where the pool records none (a pool
+    without nodes, an OpenShift Build), <none> where nothing was built yet."""
+    by_name = {objects.name(p): objects.annotations(p) for p in pools}
+
+    def cell(ann: Mapping[str, str], key: str) -> str:
+        return "<none>" if A.ARCH not in ann else (ann.get(key) or "-")
+    return [(*r[:5], *(cell(by_name.get(r[0], {}), k) for k in (A.ARCH, A.BUILDER_IMAGE)), r[5])
+            for r in body]
+
+
 def table(pools: Iterable[Mapping[str, Any]], now: datetime,
-          machineconfigs: Iterable[Mapping[str, Any]] = ()) -> str:
+          machineconfigs: Iterable[Mapping[str, Any]] = (), wide: bool = False) -> str:
+    pools = list(pools)
     body = rows(pools, now, machineconfigs)
-    widths = [max(len(r[i]) for r in [COLUMNS, *body]) for i in range(len(COLUMNS))]
+    columns = (*COLUMNS[:5], *WIDE, COLUMNS[5]) if wide else COLUMNS
+    body = wide_rows(pools, body) if wide else body
+    widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
     lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [COLUMNS, *body]]
+             for r in [columns, *body]]
     return "\n".join(lines) + "\n"
