@@ -154,23 +154,21 @@ def content(pool: dict[str, Any]) -> str:
 PLATFORM_FIELDS = ("arch", "os_stream", "builder_image")
 
 
-def build_id_before_platform(inputs: Any) -> str:
-    """The build id as the version before the platform fields computed it: a hash of every input
-    of BuildInputs as it was then (the content digest, not the rendered config's name)."""
+def _old_id(inputs: Any, drop: tuple[str, ...], **then: str) -> str:
+    """A build id as an earlier version computed it: a hash of every input of BuildInputs as it
+    was then (sorted compact JSON, sha256, 12 hex digits), `then` the values it had."""
     import dataclasses
-    import hashlib
-    fields = {k: v for k, v in dataclasses.asdict(inputs).items()
-              if k not in ("rendered_config", *PLATFORM_FIELDS)}
+    fields = {k: v for k, v in dataclasses.asdict(inputs).items() if k not in drop} | then
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def build_id_before_platform(inputs: Any, **then: str) -> str:
+    """The version before the platform fields: the content digest, not the rendered config's name;
+    the base and extensions images of the ConfigMap (`then`)."""
+    return _old_id(inputs, ("rendered_config", *PLATFORM_FIELDS), **then)
 
 
 def build_id_before_content(inputs: Any) -> str:
-    """The build id as versions before the content digest computed it: a hash of every input of
-    BuildInputs as it was then (the rendered config's name among them, no content)."""
-    import dataclasses
-    import hashlib
-    fields = {k: v for k, v in dataclasses.asdict(inputs).items()
-              if k not in ("content", *PLATFORM_FIELDS)}
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    """Versions before the content digest: the rendered config's name among the inputs."""
+    return _old_id(inputs, ("content", *PLATFORM_FIELDS))

@@ -7,7 +7,7 @@ import copy
 import kubelet
 import pytest
 
-from reconcile.build import platform, settings
+from reconcile.build import clusterfacts, settings
 from reconcile.cluster import apply, observe
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.contract import annotations as A
@@ -98,7 +98,7 @@ def test_an_edited_configmap_of_ours_is_replaced_never_patched():
     pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
     owned = cluster.list("ConfigMap", F.NS, naming.SELECTOR, metadata_only=True)
     assert all("data" not in o for o in owned)
-    facts = platform.Platform(nodes=tuple(cluster.list("Node", None)))      # as a run reads them then
+    facts = clusterfacts.ClusterFacts(nodes=tuple(cluster.list("Node", None)))      # as a run reads them then
     d = lifecycle.decide_pool(good_settings(), pool, owned, {"rendered-worker-1": F.machineconfig("rendered-worker-1")},
                               facts=facts)
     p = lifecycle.act(d, F.NOW, F.machineconfig("rendered-worker-1"))

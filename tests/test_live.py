@@ -286,8 +286,8 @@ def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
     from reconcile.cluster import observe
     from reconcile.core import desired
     seen = observe.observe(server.store, F.NS)
-    from reconcile.build import platform
-    nodes = platform.Platform(nodes=tuple(F.find(server.items(), "Node")))
+    from reconcile.build import clusterfacts
+    nodes = clusterfacts.ClusterFacts(nodes=tuple(F.find(server.items(), "Node")))
     inp = desired.inputs(seen.settings, F.the_pool(server.items()), F.content(F.the_pool(server.items())), nodes)
     squatter = F.configmap(desired.names(inp).build.replace("ocl-build", "ocl-dockerfile"), {"x": "y"})
     with APIServer(F.cluster(extra=[copy.deepcopy(squatter)])) as server:

@@ -86,7 +86,7 @@ def test_the_pools_architecture_is_that_of_its_nodes_only():
     nodes = [F.node("w1", "worker", "arm64"), F.node("w2", "worker", "arm64"),
              F.node("i1", "infra", "amd64", **{ROLE + "worker": ""})]     # infra's, though worker selects it
     assert architecture.of_pool(pools[0], pools, nodes) == architecture.Arch("arm64", 2)
-    assert architecture.of_pool(pools[1], pools, nodes).node_selector == {ARCH: "amd64"}
+    assert architecture.node_selector(architecture.of_pool(pools[1], pools, nodes).name) == {ARCH: "amd64"}
 
 
 def test_mixed_or_unlabelled_nodes_are_refused_naming_them():
@@ -99,8 +99,8 @@ def test_mixed_or_unlabelled_nodes_are_refused_naming_them():
 
 def test_a_pool_without_nodes_has_no_architecture_and_says_so():
     arch = architecture.of_pool(pool_with("worker"), [], [F.node("m", "master")])
-    assert arch == architecture.Arch("", 0) and arch.node_selector == {}
-    assert "no nodes yet" in arch.note
+    assert arch == architecture.Arch("", 0) and architecture.node_selector(arch.name) == {}
+    assert "no nodes yet" in architecture.note(arch.name)
 
 
 # --- which stream a pool builds on --------------------------------------------------------------
@@ -137,13 +137,23 @@ def both(any_cli, builder):
     return any_cli
 
 
+def with_extensions(items, *extensions):
+    """The rendered config asks for extensions: the Dockerfile then mounts the extensions image."""
+    for mc in F.find(items, "MachineConfig"):
+        mc["spec"]["extensions"] = list(extensions)
+    return items
+
+
 def test_a_pool_builds_on_its_streams_images_and_a_stream_change_rebuilds(both):
     streams = F.osimagestream("rhel-9", "rhel-10")
     os_image, extensions = F.stream_images("rhel-10")
-    code, items, err = both.run(world(pool_with(stream="rhel-10"), extra=[streams]))
+    items = world(pool_with(stream="rhel-10"), extra=[streams])
+    items[1] = F.osimageurl(baseOSExtensionsContainerImage="quay.io/ocp/configmap-extensions@sha256:" + "f" * 64)
+    code, items, err = both.run(with_extensions(items, "usbguard"))
     assert code == 0 and ann(items)[A.STATE] == A.PENDING, err
     text = dockerfile(items)
     assert f"FROM {os_image}" in text and F.BASE not in text
+    assert f"from={extensions}," in text and "configmap-extensions" not in text   # the stream's, not the ConfigMap's
     assert 'LABEL "ocl-reconciler.io/os-stream"="rhel-10"' in text
     first = build_object(items)["metadata"]["name"]
     # the pool moves to the default stream: another base, another build
@@ -152,7 +162,8 @@ def test_a_pool_builds_on_its_streams_images_and_a_stream_change_rebuilds(both):
     code, items, err = both.run(items)
     assert code == 0, err
     assert build_object(items)["metadata"]["name"] != first
-    assert f"FROM {F.stream_images('rhel-9')[0]}" in dockerfile(items) and extensions not in dockerfile(items)
+    assert f"FROM {F.stream_images('rhel-9')[0]}" in dockerfile(items)
+    assert f"from={F.stream_images('rhel-9')[1]}," in dockerfile(items) and extensions not in dockerfile(items)
 
 
 def test_a_stream_the_cluster_does_not_list_blocks_the_pool(both):
@@ -250,20 +261,25 @@ def test_the_openshift_build_records_no_builder_image_of_ours(any_cli, monkeypat
     assert code == 0, err
     build = build_object(items)
     assert build["kind"] == "Build" and A.BUILDER_IMAGE not in build["metadata"]["annotations"]
-    assert 'LABEL "ocl-reconciler.io/builder-image"=""' in dockerfile(items)
+    assert "ocl-reconciler.io/builder-image" not in dockerfile(items)      # an empty label is left out
 
 
 def test_an_upgrade_keeps_the_image_the_version_before_the_platform_built(run_cli):
     """The previous version's id hashed no architecture, stream or builder image: a pool it built
     keeps its image (EQUIVALENT), and the architecture is recorded from then on."""
-    from reconcile.build import platform, settings
+    from reconcile.build import clusterfacts, settings
     from reconcile.core import desired
     items = world()
     pool = F.the_pool(items)
     s = settings.read(F.NS, {"on-cluster-build-config": F.build_config(),
                              "machine-config-osimageurl": F.osimageurl()})
-    inp = desired.inputs(s, pool, F.content(pool), platform.Platform(nodes=tuple(F.find(items, "Node"))))
-    old = F.build_id_before_platform(inp)
+    streams = F.osimagestream("rhel-9")                  # now the default stream gives the base
+    items.append(streams)
+    inp = desired.inputs(s, pool, F.content(pool), clusterfacts.ClusterFacts(
+        streams=streams, nodes=tuple(F.find(items, "Node"))))
+    assert inp.base_image == F.stream_images("rhel-9")[0]
+    # the version before took the ConfigMap's base and extensions images
+    old = F.build_id_before_platform(inp, base_image=F.BASE, extensions_image="")
     image = f"{F.REPO}@sha256:{'e' * 64}"
     pool["metadata"]["annotations"].update({
         A.STATE: A.SUCCEEDED, A.IMAGE: image, A.RENDERED: "rendered-worker-1", A.BUILT_CONFIG: "rendered-worker-1",
@@ -286,3 +302,87 @@ def test_status_wide_shows_the_architecture_and_builder_image_of_the_last_build(
     assert row.split()[:7] == ["worker", "rendered-worker-1", "Pending", "<none>", "0s", "amd64", MCO_IMAGE]
     code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(items)))
     assert "ARCH" not in out and MCO_IMAGE not in out
+
+
+def test_another_pools_build_does_not_change_this_pools_architecture(run_cli):
+    """The nodes are listed because infra's build is due; worker's nodes changed architecture since
+    its build, but its recorded architecture stands until its own next build (docs/builder-image.md)."""
+    items = world(pool_with("worker"), pool_with("infra"), nodes=[F.node("w1", "worker", "arm64"),
+                                                                 F.node("i1", "infra", "amd64")])
+    code, items, err = run_cli.run(items)
+    assert code == 0 and ann(items)[A.ARCH] == "arm64", err
+    worker_build = build_object(items)["metadata"]["name"]
+    items = [o for o in items if o["kind"] != "Node"] + [F.node("w2", "worker", "amd64"), F.node("i1", "infra")]
+    items = copy.deepcopy(items)
+    F.the_pool(items, "infra")["spec"]["configuration"]["name"] = "rendered-infra-2"
+    items.append(F.machineconfig("rendered-infra-2"))
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert ann(items, "infra")[A.RENDERED] == "rendered-infra-2" and ann(items, "infra")[A.STATE] == A.PENDING
+    assert build_object(items)["metadata"]["name"] == worker_build and ann(items)[A.ARCH] == "arm64"
+
+
+def test_a_pool_scaled_to_zero_keeps_its_architecture_when_it_builds(run_cli):
+    code, items, err = run_cli.run(world(nodes=[F.node("w1", "worker", "arm64")]))
+    assert code == 0, err
+    items = [o for o in copy.deepcopy(items) if o["kind"] != "Node"]      # the pool scaled to zero
+    F.the_pool(items)["spec"]["configuration"]["name"] = "rendered-worker-2"
+    items.append(F.machineconfig("rendered-worker-2"))
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert node_selector(build_object(items)) == {ARCH: "arm64"} and ann(items)[A.ARCH] == "arm64"
+
+
+def in_namespace(items, namespace):
+    """The settings, secrets and our objects moved to another namespace (the MCO's images stay)."""
+    out = copy.deepcopy(items)
+    for obj in out:
+        if obj["metadata"].get("namespace") == F.NS and obj["metadata"]["name"] != "machine-config-operator-images":
+            obj["metadata"]["namespace"] = namespace
+    return out
+
+
+def test_outside_the_mcos_namespace_its_images_configmap_is_read_by_name(tmp_path, run_cli):
+    from reconcile import cli
+    from tests.apiserver import APIServer
+    mco = mco_images(MCO_IMAGE)
+    mco["metadata"]["namespace"] = F.NS
+    with APIServer(in_namespace(world(), "ocl-reconciler") + [mco], clock=lambda: F.NOW) as server:
+        run_cli.capsys.readouterr()
+        assert cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
+        gets = [(r.namespace, r.name) for r in server.log if r.verb == "get" and r.resource == "configmaps"]
+        (pod,) = server.store.list("Pod", "ocl-reconciler")
+    assert gets == [(F.NS, "machine-config-operator-images")]
+    assert pod["spec"]["containers"][0]["image"] == MCO_IMAGE
+
+
+@pytest.mark.parametrize("resource, blocked", [
+    ("configmaps", "cannot read ConfigMap openshift-machine-config-operator/machine-config-operator-images"),
+    ("osimagestreams", "cannot read OSImageStream cluster (the pool's OS stream)"),
+])
+def test_a_403_on_what_the_build_needs_blocks_the_pools_saying_so(tmp_path, run_cli, resource, blocked):
+    """An install whose RBAC predates these reads: the pools are Blocked naming what to grant; the
+    run itself goes on (exit 2, not 3)."""
+    from reconcile import cli
+    from tests.apiserver import APIServer, Fault
+    with APIServer(in_namespace(world(), "ocl-reconciler"), clock=lambda: F.NOW) as server:
+        server.faults.append(Fault("status", code=403, times=0,
+                                   match=lambda verb, res, ns, name: verb == "get" and res == resource))
+        run_cli.capsys.readouterr()
+        code = cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")])
+        pool = server.store.get("MachineConfigPool", "", "worker")
+    a = pool["metadata"]["annotations"]
+    assert code == 2 and a[A.STATE] == A.BLOCKED and a[A.MESSAGE].startswith(blocked), a[A.MESSAGE]
+    assert "403" in a[A.MESSAGE]
+
+
+def test_an_openshift_build_install_never_reads_the_mcos_images(tmp_path, run_cli):
+    from reconcile import cli
+    from tests.apiserver import APIServer
+    items = in_namespace(world(), "ocl-reconciler")
+    items[0] = F.build_config(imageBuilderType="openshift-image-builder")
+    items[0]["metadata"]["namespace"] = "ocl-reconciler"
+    with APIServer(items, clock=lambda: F.NOW) as server:
+        run_cli.capsys.readouterr()
+        assert cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
+        assert not [r for r in server.log if r.verb == "get" and r.resource == "configmaps"]

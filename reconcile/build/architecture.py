@@ -39,14 +39,16 @@ class Arch:
     name: str
     nodes: int
 
-    @property
-    def node_selector(self) -> dict[str, str]:
-        return {ARCH_LABEL: self.name} if self.name else {}
 
-    @property
-    def note(self) -> str:
-        return "" if self.name else ("the pool has no nodes yet: built without an architecture node "
-                                     "selector; its first nodes start a build for their architecture")
+def node_selector(arch: str) -> dict[str, str]:
+    """Where a build for `arch` runs: a node of it ("" : anywhere)."""
+    return {ARCH_LABEL: arch} if arch else {}
+
+
+def note(arch: str) -> str:
+    """What the pool's message says of a build for `arch`."""
+    return "" if arch else ("the pool has no nodes yet: built without an architecture node selector; "
+                            "its first nodes start a build for their architecture")
 
 
 def _selects(pool: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -75,13 +77,27 @@ def primary_pool(node: Mapping[str, Any], pools: Iterable[Mapping[str, Any]]) ->
     return WORKER if WORKER in names else None
 
 
+def members(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
+            ) -> dict[str, list[Mapping[str, Any]]]:
+    """Each pool's nodes, by pool name: every node looked at once."""
+    pools = list(pools)
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        owner = primary_pool(node, pools)
+        if owner is not None:
+            out.setdefault(owner, []).append(node)
+    return out
+
+
 def of_pool(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
-            nodes: Iterable[Mapping[str, Any]]) -> Arch:
-    """The architecture of the pool's nodes. Raises Mixed."""
+            nodes: Iterable[Mapping[str, Any]],
+            assigned: Mapping[str, list[Mapping[str, Any]]] | None = None) -> Arch:
+    """The architecture of the pool's nodes. `assigned`: `members(pools, nodes)`, when already
+    computed (it is worked out here when not, or when `pools` lacks this pool). Raises Mixed."""
     name, pools = objects.name(pool), list(pools)
     if name not in {objects.name(p) for p in pools}:
-        pools.append(pool)
-    mine = [n for n in nodes if primary_pool(n, pools) == name]
+        pools, assigned = pools + [pool], None
+    mine = (assigned if assigned is not None else members(pools, nodes)).get(name, [])
     by_arch: dict[str, list[str]] = {}
     for node in sorted(mine, key=objects.name):
         by_arch.setdefault(objects.labels(node).get(ARCH_LABEL, ""), []).append(objects.name(node))

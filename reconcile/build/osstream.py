@@ -65,7 +65,8 @@ def of_pool(pool: Mapping[str, Any], singleton: Mapping[str, Any] | None) -> Str
     where = f"MachineConfigPool {(pool.get('metadata') or {}).get('name', '')} {how} {wanted!r}" + \
         (" (spec.osImageStream.name)" if named(pool) else " (status.defaultStream)")
     if singleton is None:
-        raise Unlisted(f"{where}, but this cluster has no {KIND} {NAME!r} listing OS streams")
+        raise Unlisted(f"{where}, but this cluster has no {KIND} {NAME!r} "
+                       "(machineconfiguration.openshift.io/v1) listing OS streams")
     streams = available(singleton)
     if wanted not in streams:
         offered = ", ".join(sorted(streams)) or "none"

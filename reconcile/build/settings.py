@@ -68,8 +68,6 @@ class Settings:
     buildah_image: str
     custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
     rollout: str = ROLLOUT_ANNOTATION
-    #: where buildah_image came from (said by status and the log)
-    buildah_image_source: str = "default"
 
     @property
     def machineconfig_rollout(self) -> bool:
@@ -124,7 +122,8 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if rollout not in ROLLOUT_MODES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
                             f"(want one of {', '.join(ROLLOUT_MODES)})")
-    buildah, source = _builder_image(build, configmaps.get(MCO_IMAGES))
+    buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
+        else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
     osurl = _data(configmaps[OSIMAGEURL])
     base = _image(OSIMAGEURL, "baseOSContainerImage",
                   _required(OSIMAGEURL, osurl, "baseOSContainerImage"))
@@ -139,18 +138,17 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
-        buildah_image_source=source,
     )
 
 
-def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> tuple[str, str]:
-    """The build Pod's image and where it came from: `buildahImage`, else the MCO's own image of the
-    release, else the default."""
+def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> str:
+    """The build Pod's image: `buildahImage`, else the MCO's own image of the release, else the
+    default."""
     explicit = (build.get("buildahImage") or "").strip()
     if explicit:
-        return _image(BUILD_CONFIG, "buildahImage", explicit), f"{BUILD_CONFIG} key buildahImage"
+        return _image(BUILD_CONFIG, "buildahImage", explicit)
     if mco_images is None:
-        return DEFAULT_BUILDAH_IMAGE, "default (no ConfigMap " + f"{MCO_NAMESPACE}/{MCO_IMAGES})"
+        return DEFAULT_BUILDAH_IMAGE
     where = f"ConfigMap {MCO_NAMESPACE}/{MCO_IMAGES}"
     try:
         images = json.loads(_data(mco_images).get(MCO_IMAGES_KEY) or "")
@@ -164,7 +162,7 @@ def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | Non
         imageref.parse(image.strip())
     except imageref.InvalidReference as err:
         raise SettingsError(f"{where}: {MCO_IMAGES_KEY} field {MCO_IMAGE_FIELD!r}: {err}") from None
-    return image.strip(), f"{where} ({MCO_IMAGES_KEY} {MCO_IMAGE_FIELD})"
+    return image.strip()
 
 
 def secret_location(namespace: str, ref: str) -> tuple[str, str]:

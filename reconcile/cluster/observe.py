@@ -2,7 +2,8 @@
 are not ours (the settings and labelled build inputs, with their data), our ConfigMaps and Secrets
 as metadata only (their content-hash annotation says whether they are right, so a steady run never
 reads the encoded MachineConfigs), our Pods and Builds (their status matters), and the pools. The
-rendered MachineConfig and the secrets are read only when some pool needs a new build."""
+rendered MachineConfig and the secrets are read only when some pool needs a new build; the OS
+streams singleton once a run, the nodes only when build/clusterfacts.py says they are needed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import registry
-from reconcile.build import builders, buildinputs, osstream, platform, proxy, settings
+from reconcile.build import builders, buildinputs, clusterfacts, osstream, proxy, settings
 from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, Forbidden, NotFound
 from reconcile.contract import annotations as A
@@ -87,11 +88,13 @@ def read_material(cluster: Cluster, found: Settings,
 
 def _mco_images(cluster: Cluster, namespace: str,
                 configmaps: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The MCO's images ConfigMap, by name, when we run outside its namespace and the settings name
-    no builder image (one GET; in its namespace it is among the ConfigMaps listed)."""
+    """The MCO's images ConfigMap, by name, when we run outside its namespace, build with Pods and
+    the settings name no builder image (one GET; in its namespace it is among the ConfigMaps listed)."""
     config = next((o for o in configmaps if objects.name(o) == settings.BUILD_CONFIG), None) or {}
-    named = str((config.get("data") or {}).get("buildahImage") or "").strip()
-    if namespace == settings.MCO_NAMESPACE or named:
+    data = config.get("data") or {}
+    named = str(data.get("buildahImage") or "").strip()
+    pods = str(data.get("imageBuilderType") or "").strip() in ("", settings.CUSTOM_POD_BUILDER)
+    if namespace == settings.MCO_NAMESPACE or named or not pods:
         return None
     return _get_optional(cluster, "ConfigMap", settings.MCO_NAMESPACE, settings.MCO_IMAGES)
 
@@ -191,9 +194,10 @@ class Planner:
     material: desired.Material | None = None
     #: the nodes, metadata only (their labels and annotations): listed once, when first needed
     nodes: list[dict[str, Any]] | None = None
-    #: the OSImageStream `cluster` (None: absent or not served), read once if some pool names a stream
+    #: the OSImageStream `cluster` (None: absent or not served), read once if some pool is opted in
     streams: dict[str, Any] | None = None
     streams_read: bool = False
+    streams_problem: str = ""
     #: the registry, for reuse checks and pruning; None on a snapshot (both are simulated)
     registry_client: registry.Client | None = None
     lookups: dict[str, images.Lookup] = field(default_factory=dict)
@@ -228,16 +232,21 @@ class Planner:
             self.nodes = self.cluster.list("Node", None, metadata_only=True)
         return self.nodes
 
-    def _facts(self, pools: list[dict[str, Any]], only: Iterable[str], due: bool) -> platform.Platform:
-        """The OS streams and nodes the decisions need (build/platform.py says when that is);
-        `due`: some pool's build is due, so its nodes' architecture is read now."""
-        if not self.streams_read and platform.needs_streams(pools, only):
-            self.streams = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME)
+    def _facts(self, pools: list[dict[str, Any]], only: Iterable[str],
+               fresh: frozenset[str]) -> clusterfacts.ClusterFacts:
+        """The OS streams and nodes the decisions need (build/clusterfacts.py says when that is);
+        `fresh`: the pools whose architecture is taken from their nodes (read now if any)."""
+        if not self.streams_read and clusterfacts.needs_streams(pools, only):
+            try:
+                self.streams = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME)
+            except Forbidden as err:        # an install whose ClusterRole predates the OS streams
+                self.streams_problem = (f"cannot read {osstream.KIND} {osstream.NAME} (the pool's OS "
+                                        f"stream): {err}; apply kustomize/base's ClusterRole")
             self.streams_read = True
-        if due or platform.needs_nodes(pools, only):
+        if fresh:
             self._list_nodes()
-        return platform.Platform(self.streams, None if self.nodes is None else tuple(self.nodes),
-                                 tuple(self._everyone(pools).values()))
+        return clusterfacts.ClusterFacts(self.streams, None if self.nodes is None else tuple(self.nodes),
+                                         tuple(self._everyone(pools).values()), fresh, self.streams_problem)
 
     def _everyone(self, pools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Every pool as read, those re-read for this plan in place of theirs: pruning protects what
@@ -257,15 +266,17 @@ class Planner:
         view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
             o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
 
-        def decide(facts: platform.Platform) -> list[lifecycle.Decision]:
-            return [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
-                    for d in lifecycle.decide_cluster(self.seen.settings, pools, owned, only,
-                                                      self.machineconfigs, view, facts)]
-        facts = self._facts(pools, only, due=False) if valid else platform.Platform()
-        decisions = decide(facts)
-        if facts.nodes is None and any(d.needs_build for d in decisions):
-            # a build is due: decided again on its nodes' architecture, not the one recorded
-            decisions = decide(self._facts(pools, only, due=True))
+        def decide(facts: clusterfacts.ClusterFacts) -> list[lifecycle.Decision]:
+            return lifecycle.decide_cluster(self.seen.settings, pools, owned, only, self.machineconfigs,
+                                            view, facts)
+        from_nodes = clusterfacts.unrecorded(pools, only) if valid else frozenset()
+        decisions = decide(self._facts(pools, only, from_nodes) if valid else clusterfacts.ClusterFacts())
+        due_now = {d.pool_name for d in decisions if d.needs_build} - from_nodes
+        if due_now:
+            # their builds are due: decided again on their nodes' architecture, not the one recorded
+            decisions = decide(self._facts(pools, only, from_nodes | due_now))
+        decisions = [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
+                     for d in decisions]
         due = [d for d in decisions if d.needs_build]
         if due:
             self.read(d.inputs.rendered_config for d in due)

@@ -21,9 +21,9 @@ ATTEMPT = PREFIX + "attempt"
 #: the state is about, so a steady run never reads the MachineConfig to know it
 CONTENT = PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
-#: steady run need not list the nodes (build/platform.py)
+#: steady run need not list the nodes (build/clusterfacts.py)
 ARCH = PREFIX + "arch"
-#: on a build Pod: the image it runs in, and where that choice came from (build/settings.py)
+#: on a build Pod and on its pool: the image the build runs in (build/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: At most this many images are remembered (annotations share 256 KiB per object).

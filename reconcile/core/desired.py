@@ -13,10 +13,10 @@ from reconcile.build import (
     architecture,
     auth,
     buildinputs,
+    clusterfacts,
     containersconf,
     dockerlint,
     encoding,
-    platform,
     proxy,
     templates,
 )
@@ -62,18 +62,21 @@ class BuildInputs:
     def build_id(self) -> str:
         return naming.build_id({k: v for k, v in asdict(self).items() if k != "rendered_config"})
 
-    @functools.cached_property
-    def legacy_build_ids(self) -> tuple[str, ...]:
-        """The ids earlier versions gave the same inputs, so that a pool they built keeps its image
-        after an upgrade: before the platform fields (architecture, OS stream, builder image), and
-        before the content digest (they hashed the rendered config's name)."""
-        values = {k: v for k, v in asdict(self).items() if k not in _PLATFORM_FIELDS}
-        return (naming.build_id({k: v for k, v in values.items() if k != "rendered_config"}),
-                naming.build_id({k: v for k, v in values.items() if k != "content"}))
 
 
 #: BuildInputs fields that earlier versions' build ids did not hash.
 _PLATFORM_FIELDS = ("arch", "os_stream", "builder_image")
+
+
+def legacy_build_ids(inp: BuildInputs, settings: Settings) -> tuple[str, ...]:
+    """The ids earlier versions gave the same inputs, so that a pool they built keeps its image
+    after an upgrade: before the platform fields (architecture, OS stream, builder image: they took
+    the base and extensions images from the ConfigMap), and before the content digest (they hashed
+    the rendered config's name)."""
+    values = {k: v for k, v in asdict(inp).items() if k not in _PLATFORM_FIELDS}
+    values.update(base_image=settings.base_image, extensions_image=settings.extensions_image)
+    return (naming.build_id({k: v for k, v in values.items() if k != "rendered_config"}),
+            naming.build_id({k: v for k, v in values.items() if k != "content"}))
 
 
 def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
@@ -83,9 +86,9 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
 
 
 def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
-           facts: platform.Platform | None = None) -> BuildInputs:
+           facts: clusterfacts.ClusterFacts | None = None) -> BuildInputs:
     """`content`: the image content digest of the pool's rendered config (None: it could not be
-    read); `facts`: the OS streams and nodes (build/platform.py)."""
+    read); `facts`: the OS streams and nodes (build/clusterfacts.py)."""
     md = pool.get("metadata") or {}
     name = md.get("name", "")
     if not _LABEL_VALUE.match(naming.pool_label(name)):
@@ -103,16 +106,16 @@ def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
     if content is None:
         raise Blocked(f"MachineConfig {rendered} not found")
     try:
-        facts = facts or platform.Platform()
-        stream, arch = platform.stream(pool, facts), platform.arch(pool, facts)
-    except platform.Unfit as err:
+        facts = facts or clusterfacts.ClusterFacts()
+        stream, arch = clusterfacts.stream(pool, facts), clusterfacts.arch(pool, facts)
+    except clusterfacts.Unfit as err:
         raise Blocked(str(err)) from None
     pod_builder = settings.builder_type == CUSTOM_POD_BUILDER
     return BuildInputs(
         pool=name, rendered_config=rendered,
         base_image=stream.os_image if stream else settings.base_image,
         extensions_image=stream.extensions_image if stream else settings.extensions_image,
-        os_stream=stream.name if stream else "", arch=arch.name,
+        os_stream=stream.name if stream else "", arch=arch,
         builder_image=settings.buildah_image if pod_builder else "",
         release_version=settings.release_version,
         pullspec=settings.pullspec, builder_type=settings.builder_type,
@@ -163,7 +166,8 @@ def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1,
 def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
     values = asdict(inp)
     return [{"name": row["name"], "value": values[row["input"]]}
-            for row in templates.table("image-labels.yaml")]
+            for row in templates.table("image-labels.yaml")
+            if values[row["input"]] or not row.get("optional")]          # optional: left out when empty
 
 
 def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -279,18 +283,12 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
-        containers_files=tuple(sorted(containers)), node_selector=architecture_selector(inp))
+        containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch))
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
     return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets)),
             builder.render(ctx)]
 
 
-def architecture_selector(inp: BuildInputs) -> dict[str, str]:
-    return architecture.Arch(inp.arch, -1).node_selector
-
-
-def architecture_note(inp: BuildInputs) -> str:
-    return architecture.Arch(inp.arch, -1).note
 
 
 def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile.build import builders, imagecontent, platform
+from reconcile.build import architecture, builders, clusterfacts, imagecontent
 from reconcile.build.builders.base import Builder, BuildStatus
 from reconcile.build.settings import Settings
 from reconcile.contract import annotations as A
@@ -201,7 +201,7 @@ def _rendered(pool: Mapping[str, Any]) -> str:
 def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                 owned: Iterable[Mapping[str, Any]],
                 machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                view: rollout.View | None = None, facts: platform.Platform | None = None) -> Decision:
+                view: rollout.View | None = None, facts: clusterfacts.ClusterFacts | None = None) -> Decision:
     """The transition of one opted-in pool. `machineconfigs`: rendered configs by name, at least
     those `unknown_content` names; `view`: with `rollout: machineconfig`; `facts`: the OS streams
     and nodes (default: none)."""
@@ -227,7 +227,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs
     legacy = {desired.build_ref(builder, settings.namespace, inp, n, old)
-              for old in inp.legacy_build_ids for n in range(1, A.MAX_ATTEMPTS + 1)} \
+              for old in desired.legacy_build_ids(inp, settings) for n in range(1, A.MAX_ATTEMPTS + 1)} \
         if A.ARCH not in ann else set()
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
@@ -253,7 +253,7 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
                    owned: Iterable[Mapping[str, Any]], only: Iterable[str] = (),
                    machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
                    view: rollout.View | None = None,
-                   facts: platform.Platform | None = None) -> list[Decision]:
+                   facts: clusterfacts.ClusterFacts | None = None) -> list[Decision]:
     """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
     included; objects without our labels are never acted on. `view` defaults to one of these
     pools and objects."""
@@ -407,7 +407,7 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     else:
         message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), not_reused,
                                          desired.build_inputs(d.builder, material).note,
-                                         desired.architecture_note(d.inputs)) if m)
+                                         architecture.note(d.inputs.arch)) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
                    A.ATTEMPT: str(attempt)})
     s.record(A.PENDING, message)
@@ -486,7 +486,7 @@ def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
 def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], owned: list[Mapping[str, Any]],
                  now: datetime, machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
                  only: Iterable[str] = (), material: desired.Material | None = None,
-                 facts: platform.Platform | None = None) -> list[PoolPlan]:
+                 facts: clusterfacts.ClusterFacts | None = None) -> list[PoolPlan]:
     """decide_cluster then plan, for callers that already hold every MachineConfig (one not in
     `machineconfigs` is taken as missing)."""
     mcs = machineconfigs or {}
