@@ -12,7 +12,9 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 
-NS = "openshift-machine-config-operator"
+#: Our namespace (the default of -n) and the MCO's, where only what it publishes is read.
+NS = "ocl-reconciler"
+MCO_NS = "openshift-machine-config-operator"
 MCO = "machineconfiguration.openshift.io"
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 #: imageBuilderType of build_config(); suites run for both builders by patching it.
@@ -24,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 
 
-def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
+def configmap(name: str, data: dict[str, str], namespace: str = NS) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-cm-{name}",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-cm-{name}",
                          "resourceVersion": "10"}, "data": dict(data)}
 
 
@@ -41,7 +43,8 @@ def osimageurl(**overrides: str | None) -> dict[str, Any]:
     data = {"baseOSContainerImage": BASE, "baseOSExtensionsContainerImage": "",
             "releaseVersion": "4.16.0"}
     data.update(overrides)
-    return configmap("machine-config-osimageurl", {k: v for k, v in data.items() if v is not None})
+    return configmap("machine-config-osimageurl", {k: v for k, v in data.items() if v is not None},
+                     MCO_NS)
 
 
 def secret(name: str, payload: Any = None, type_: str = "kubernetes.io/dockerconfigjson",

@@ -58,9 +58,10 @@ KINDS = {kind: (api_prefix(api_version), plural, namespaced)
          for kind, (api_version, namespaced, plural) in objects.KINDS.items()} | {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True), "Namespace": ("/api/v1", "namespaces", False)}
 STATUS_KINDS = {"Pod", "Build", "MachineConfigPool", "Proxy", "Node", "OSImageStream"}
-NAMESPACES = (F.NS, "openshift-config")
-#: where scenarios leave objects: ours, plus `default` for Events about pools
-SCENARIO_NAMESPACES = NAMESPACES + ("default",)
+#: the cluster's own namespaces, there before we are installed; ours (F.NS) is made by kustomize/base
+NAMESPACES = (F.MCO_NS, "openshift-config")
+#: where scenarios leave objects: ours, the cluster's, and `default` for Events about pools
+SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
 KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
 #: kustomize/components/rollout, through the example overlay that adds it to overlays/openshift:
@@ -289,6 +290,9 @@ class RealAPI:
         for source in (rendered, (HERE / "openshift-admission.yaml").read_text()):
             subprocess.run([self.kubectl_path, "--kubeconfig", kubeconfig, "create", "-f", "-"],
                            input=source, capture_output=True, text=True, check=True, timeout=60)
+        # kustomize/base made our namespace; kube-controller-manager would give it its `default`
+        # ServiceAccount and root CA ConfigMap; it does not run here
+        self.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": F.NS}})
         # the policies are enforced once the server has compiled them: wait for a refusal
         probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scc-probe", "namespace": F.NS},
                  "spec": {"containers": [{"name": "c", "image": "busybox",

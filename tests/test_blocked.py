@@ -31,7 +31,7 @@ def without(kind, name):
 
 CASES = {
     "no build config": (without("ConfigMap", "on-cluster-build-config"),
-                        "ConfigMap openshift-machine-config-operator/on-cluster-build-config not found"),
+                        "ConfigMap ocl-reconciler/on-cluster-build-config not found"),
     "no osimageurl": (without("ConfigMap", "machine-config-osimageurl"),
                       "ConfigMap openshift-machine-config-operator/machine-config-osimageurl not found"),
     "pull secret key missing, no global pull secret": (
@@ -50,11 +50,11 @@ CASES = {
     "unknown builder": (with_settings(F.build_config(imageBuilderType="kaniko")),
                         "ConfigMap on-cluster-build-config: key 'imageBuilderType': unknown builder 'kaniko' (want one of custom-pod-builder, openshift-image-builder)"),
     "pull secret absent": (without("Secret", "pull-secret"),
-                           "Secret openshift-machine-config-operator/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
+                           "Secret ocl-reconciler/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
     "push secret wrong type": (with_settings(F.secret("push-secret", type_="Opaque", key="password")),
-                               "Secret openshift-machine-config-operator/push-secret (from on-cluster-build-config key 'finalImagePushSecretName') is of type Opaque without key .dockerconfigjson; want type kubernetes.io/dockerconfigjson"),
+                               "Secret ocl-reconciler/push-secret (from on-cluster-build-config key 'finalImagePushSecretName') is of type Opaque without key .dockerconfigjson; want type kubernetes.io/dockerconfigjson"),
     "push secret not JSON": (with_settings(F.secret("push-secret", payload=b"s3cr3t-not-json")),
-                             "Secret openshift-machine-config-operator/push-secret: key .dockerconfigjson is empty or not a JSON object"),
+                             "Secret ocl-reconciler/push-secret: key .dockerconfigjson is empty or not a JSON object"),
     "release with control chars": (with_settings(F.osimageurl(releaseVersion="4.16\n0")),
                                    "ConfigMap machine-config-osimageurl: key 'releaseVersion' holds control characters"),
 }

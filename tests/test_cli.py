@@ -17,8 +17,8 @@ def test_diff_exits_1_with_changes_and_0_after_run(run_cli):
     src = run_cli.write(F.cluster())
     code, out, _ = run_cli("diff", "--snapshot", str(src))
     assert code == 1
-    assert "===== create core/ConfigMap openshift-machine-config-operator/ocl-dockerfile-worker-" in out
-    assert "===== create core/Pod openshift-machine-config-operator/ocl-build-worker-" in out
+    assert "===== create core/ConfigMap ocl-reconciler/ocl-dockerfile-worker-" in out
+    assert "===== create core/Pod ocl-reconciler/ocl-build-worker-" in out
     assert "+    ocl-reconciler.io/state: Pending" in out
     assert out.rstrip().endswith("3 to create, 1 to patch, 0 to delete; pools: worker - -> Pending")
     code, after, _ = run_cli.run(F.cluster())

@@ -58,9 +58,13 @@ def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n):
             ("list", "machineconfigpools", None, False),
             # the OS streams singleton, once (issue 20: "one read of the singleton at most"); the
             # nodes are not listed: every pool's architecture is recorded
-            ("get", "osimagestreams", None, False)], key=str)
+            ("get", "osimagestreams", None, False),
+            # what the MCO publishes in its namespace, by name (issue 21: only named gets there)
+            ("get", "configmaps", None, False), ("get", "configmaps", None, False)], key=str)
         assert guard == [("create", "leases"), ("delete", "leases")]
-        assert len(server.log) == 9
+        assert sorted((r.namespace, r.name) for r in server.log if r.verb == "get" and r.resource == "configmaps") \
+            == [(F.MCO_NS, "machine-config-operator-images"), (F.MCO_NS, "machine-config-osimageurl")]
+        assert len(server.log) == 11
         assert server.items() == items
 
 
@@ -68,7 +72,8 @@ def test_creating_run_reads_one_machineconfig_per_pool(tmp_path):
     with APIServer(pools(3)) as server:
         assert run(server, tmp_path) == 0
         gets = sorted((r.resource, r.name) for r in server.log if r.verb == "get")
-        assert gets == [("machineconfigs", f"rendered-pool{i}-1") for i in range(3)] + [
+        assert gets == [("configmaps", "machine-config-operator-images"), ("configmaps", "machine-config-osimageurl")] + [
+            ("machineconfigs", f"rendered-pool{i}-1") for i in range(3)] + [
             ("osimagestreams", "cluster"), ("proxies", "cluster"), ("secrets", "pull-secret"),
             ("secrets", "push-secret")]
         # the pools' architecture: the nodes, once, metadata only

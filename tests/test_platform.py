@@ -222,7 +222,7 @@ def mco_images(image):
     ships it (images.json, field machineConfigOperator), filled in by the release payload."""
     return F.configmap("machine-config-operator-images", {"images.json": json.dumps(
         {"releaseVersion": "4.21.0", "machineConfigOperator": image,
-         "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "1" * 64})})
+         "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "1" * 64})}, F.MCO_NS)
 
 
 MCO_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "b" * 64
@@ -248,7 +248,7 @@ def test_buildah_image_in_the_settings_wins_and_no_configmap_keeps_the_default(a
 
 
 def test_an_images_configmap_without_the_operator_image_blocks_naming_it(any_cli):
-    broken = F.configmap("machine-config-operator-images", {"images.json": '{"releaseVersion": "4.21.0"}'})
+    broken = F.configmap("machine-config-operator-images", {"images.json": '{"releaseVersion": "4.21.0"}'}, F.MCO_NS)
     code, items, _ = any_cli.run(world(extra=[broken]))
     assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
     assert "machine-config-operator-images: key 'images.json' has no field 'machineConfigOperator'" \
@@ -333,43 +333,35 @@ def test_a_pool_scaled_to_zero_keeps_its_architecture_when_it_builds(run_cli):
     assert node_selector(build_object(items)) == {ARCH: "arm64"} and ann(items)[A.ARCH] == "arm64"
 
 
-def in_namespace(items, namespace):
-    """The settings, secrets and our objects moved to another namespace (the MCO's images stay)."""
-    out = copy.deepcopy(items)
-    for obj in out:
-        if obj["metadata"].get("namespace") == F.NS and obj["metadata"]["name"] != "machine-config-operator-images":
-            obj["metadata"]["namespace"] = namespace
-    return out
-
-
-def test_outside_the_mcos_namespace_its_images_configmap_is_read_by_name(tmp_path, run_cli):
+def test_outside_the_mcos_namespace_what_it_publishes_is_read_by_name(tmp_path, run_cli):
     from reconcile import cli
     from tests.apiserver import APIServer
-    mco = mco_images(MCO_IMAGE)
-    mco["metadata"]["namespace"] = F.NS
-    with APIServer(in_namespace(world(), "ocl-reconciler") + [mco], clock=lambda: F.NOW) as server:
+    with APIServer(world(extra=[mco_images(MCO_IMAGE)]), clock=lambda: F.NOW) as server:
         run_cli.capsys.readouterr()
-        assert cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
-        gets = [(r.namespace, r.name) for r in server.log if r.verb == "get" and r.resource == "configmaps"]
-        (pod,) = server.store.list("Pod", "ocl-reconciler")
-    assert gets == [(F.NS, "machine-config-operator-images")]
+        assert cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
+        gets = sorted((r.namespace, r.name) for r in server.log if r.verb == "get" and r.resource == "configmaps")
+        (pod,) = server.store.list("Pod", F.NS)
+    assert gets == [(F.MCO_NS, "machine-config-operator-images"), (F.MCO_NS, "machine-config-osimageurl")]
     assert pod["spec"]["containers"][0]["image"] == MCO_IMAGE
 
 
-@pytest.mark.parametrize("resource, blocked", [
-    ("configmaps", "cannot read ConfigMap openshift-machine-config-operator/machine-config-operator-images"),
-    ("osimagestreams", "cannot read OSImageStream cluster (the pool's OS stream)"),
+@pytest.mark.parametrize("name, blocked", [
+    ("machine-config-osimageurl", "cannot read ConfigMap openshift-machine-config-operator/machine-config-osimageurl "
+                                  "(the release's OS images)"),
+    ("machine-config-operator-images", "cannot read ConfigMap openshift-machine-config-operator/"
+                                       "machine-config-operator-images (the build Pod's default image"),
+    ("cluster", "cannot read OSImageStream cluster (the pool's OS stream)"),
 ])
-def test_a_403_on_what_the_build_needs_blocks_the_pools_saying_so(tmp_path, run_cli, resource, blocked):
+def test_a_403_on_what_the_build_needs_blocks_the_pools_saying_so(tmp_path, run_cli, name, blocked):
     """An install whose RBAC predates these reads: the pools are Blocked naming what to grant; the
     run itself goes on (exit 2, not 3)."""
     from reconcile import cli
     from tests.apiserver import APIServer, Fault
-    with APIServer(in_namespace(world(), "ocl-reconciler"), clock=lambda: F.NOW) as server:
+    with APIServer(world(extra=[mco_images(MCO_IMAGE)]), clock=lambda: F.NOW) as server:
         server.faults.append(Fault("status", code=403, times=0,
-                                   match=lambda verb, res, ns, name: verb == "get" and res == resource))
+                                   match=lambda verb, res, ns, n: verb == "get" and n == name))
         run_cli.capsys.readouterr()
-        code = cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")])
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc")])
         pool = server.store.get("MachineConfigPool", "", "worker")
     a = pool["metadata"]["annotations"]
     assert code == 2 and a[A.STATE] == A.BLOCKED and a[A.MESSAGE].startswith(blocked), a[A.MESSAGE]
@@ -379,10 +371,10 @@ def test_a_403_on_what_the_build_needs_blocks_the_pools_saying_so(tmp_path, run_
 def test_an_openshift_build_install_never_reads_the_mcos_images(tmp_path, run_cli):
     from reconcile import cli
     from tests.apiserver import APIServer
-    items = in_namespace(world(), "ocl-reconciler")
+    items = world(extra=[mco_images(MCO_IMAGE)])
     items[0] = F.build_config(imageBuilderType="openshift-image-builder")
-    items[0]["metadata"]["namespace"] = "ocl-reconciler"
     with APIServer(items, clock=lambda: F.NOW) as server:
         run_cli.capsys.readouterr()
-        assert cli.main(["run", "-n", "ocl-reconciler", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
-        assert not [r for r in server.log if r.verb == "get" and r.resource == "configmaps"]
+        assert cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc")]) == 0
+        gets = [r.name for r in server.log if r.verb == "get" and r.resource == "configmaps"]
+    assert gets == ["machine-config-osimageurl"]

@@ -26,7 +26,7 @@ from tests.test_builders import dockercfg_secret, labelled
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on the PATH (needed to render "
                                                          "kustomize/base)")
-USER = "system:serviceaccount:openshift-machine-config-operator:ocl-reconciler"
+USER = f"system:serviceaccount:{F.NS}:ocl-reconciler"
 
 
 def rendered_rules():
@@ -39,8 +39,9 @@ def rendered_rules():
 
 def authorizer(rules_by_scope):
     def allows(rules, req: Request) -> bool:
+        # resourceNames, as RBAC reads them: only requests naming one of them (never a list)
         return any(req.group in r["apiGroups"] and req.resource in r["resources"] and req.verb in r["verbs"]
-                   for r in rules)
+                   and (not r.get("resourceNames") or req.name in r["resourceNames"]) for r in rules)
 
     def authorize(req: Request):
         checks = [req]

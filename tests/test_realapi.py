@@ -80,8 +80,13 @@ def test_lifecycle_to_success_then_converged(real, builder):
                if e.get("objectRef", {}).get("resource") == "osimagestreams"]
     assert streams == [("get", "cluster", 404)], streams
     assert "nodes" not in {r for r, _ in lists}                 # every pool's architecture is recorded
+    # and what the MCO publishes in its namespace, by name: its images ConfigMap is absent here (404)
+    published = sorted((e["objectRef"]["namespace"], e["objectRef"]["name"], e["responseStatus"]["code"])
+                       for e in audit if e.get("objectRef", {}).get("resource") == "configmaps" and e["verb"] == "get")
+    images = [(F.MCO_NS, "machine-config-operator-images", 404)] if builder == "custom-pod-builder" else []
+    assert published == [*images, (F.MCO_NS, "machine-config-osimageurl", 200)], published
     assert all(e["responseStatus"]["code"] < 300 for e in audit
-               if e.get("objectRef", {}).get("resource") != "osimagestreams")
+               if e.get("objectRef", {}).get("resource") not in ("osimagestreams", "configmaps") or e["verb"] != "get")
     code, out, _ = real.cli("diff")
     assert code == 0, out
 
@@ -407,7 +412,7 @@ def test_without_the_builder_service_account_the_pool_is_blocked_saying_why(real
     assert code == 2
     a = real.ann()
     assert a[A.STATE] == A.BLOCKED
-    assert a[A.MESSAGE].startswith("create Pod/openshift-machine-config-operator/ocl-build-worker-"), a[A.MESSAGE]
+    assert a[A.MESSAGE].startswith(f"create Pod/{F.NS}/ocl-build-worker-"), a[A.MESSAGE]
     assert "403 Forbidden" in a[A.MESSAGE] and 'serviceaccount "ocl-builder" not found' in a[A.MESSAGE], a[A.MESSAGE]
     (told,) = real.events()
     assert (told["reason"], told["type"], told["message"]) == ("Blocked", "Warning", a[A.MESSAGE])

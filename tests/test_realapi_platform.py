@@ -115,5 +115,5 @@ def test_the_build_pod_runs_in_the_mcos_image_of_the_release(real, builder):
     assert obj["spec"]["containers"][0]["image"] == MCO_IMAGE
     assert obj["metadata"]["annotations"][A.BUILDER_IMAGE] == MCO_IMAGE == real.ann()[A.BUILDER_IMAGE]
     assert f'LABEL "ocl-reconciler.io/builder-image"="{MCO_IMAGE}"' in dockerfile(real)
-    assert json.loads(real.api.get("ConfigMap", F.NS, "machine-config-operator-images")["data"]["images.json"])[
+    assert json.loads(real.api.get("ConfigMap", F.MCO_NS, "machine-config-operator-images")["data"]["images.json"])[
         "machineConfigOperator"] == MCO_IMAGE

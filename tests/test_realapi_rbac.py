@@ -137,7 +137,7 @@ SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secr
 def roles(server) -> dict[tuple[str, str], dict[str, Any]]:
     """(namespace or "", name) -> the installed Role or ClusterRole of ours."""
     out = {}
-    for ns in (F.NS, "openshift-config", "default"):
+    for ns in (F.NS, F.MCO_NS, "openshift-config", "default"):
         for role in server.request("GET", f"{RBAC}/namespaces/{ns}/roles")[1]["items"]:
             if role["metadata"]["name"].startswith("ocl-reconciler"):
                 out[(ns, role["metadata"]["name"])] = role

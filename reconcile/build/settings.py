@@ -38,6 +38,9 @@ DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
 MCO_NAMESPACE = "openshift-machine-config-operator"
 MCO_IMAGES = "machine-config-operator-images"
 MCO_IMAGES_KEY, MCO_IMAGE_FIELD = "images.json", "machineConfigOperator"
+#: What the MCO publishes in its namespace and we read there, by name only (RBAC `resourceNames`):
+#: the release's OS images and its own images. Our settings live in our own namespace.
+MCO_PUBLISHED = (OSIMAGEURL, MCO_IMAGES)
 #: Without baseImagePullSecretName the cluster's global pull secret is used, as the MCO does
 #: (openshift/machine-config-operator #4756); a reference to another namespace is `namespace/name`.
 GLOBAL_PULL_SECRET = "openshift-config/pull-secret"
@@ -107,7 +110,8 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     """Settings from the three ConfigMaps (by name; None = absent). Raises SettingsError."""
     for required in (BUILD_CONFIG, OSIMAGEURL):
         if configmaps.get(required) is None:
-            raise SettingsError(f"ConfigMap {namespace}/{required} not found")
+            where = MCO_NAMESPACE if required in MCO_PUBLISHED else namespace
+            raise SettingsError(f"ConfigMap {where}/{required} not found")
     build = _data(configmaps[BUILD_CONFIG])
     pull = GLOBAL_PULL_SECRET if "baseImagePullSecretName" not in build else \
         _required(BUILD_CONFIG, build, "baseImagePullSecretName")

@@ -36,13 +36,14 @@ class Observed:
 
 
 def read_settings(namespace: str, configmaps: list[dict[str, Any]],
-                  mco_images: dict[str, Any] | None = None) -> Settings | Problem:
+                  published: dict[str, dict[str, Any] | None] | None = None) -> Settings | Problem:
     """Settings from the namespace's ConfigMaps (already listed), or why they are invalid.
-    `mco_images`: the MCO's images ConfigMap, when it is not among them (another namespace)."""
+    `published`: what the MCO publishes in its namespace, by name (settings.MCO_PUBLISHED), when we
+    run elsewhere; in its namespace they are among `configmaps`."""
     by_name = {objects.name(o): o for o in configmaps}
-    cms = {n: by_name.get(n) for n in settings.SETTINGS_CONFIGMAPS}
-    cms[settings.MCO_IMAGES] = mco_images if namespace != settings.MCO_NAMESPACE \
-        else by_name.get(settings.MCO_IMAGES)
+    cms = {n: by_name.get(n) for n in (*settings.SETTINGS_CONFIGMAPS, settings.MCO_IMAGES)}
+    if namespace != settings.MCO_NAMESPACE:
+        cms.update({n: (published or {}).get(n) for n in settings.MCO_PUBLISHED})
     try:
         return settings.read(namespace, cms)
     except SettingsError as err:
@@ -86,17 +87,36 @@ def read_material(cluster: Cluster, found: Settings,
     return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle)
 
 
-def _mco_images(cluster: Cluster, namespace: str,
-                configmaps: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The MCO's images ConfigMap, by name, when we run outside its namespace, build with Pods and
-    the settings name no builder image (one GET; in its namespace it is among the ConfigMaps listed)."""
+class _Unreadable(Exception):
+    """A ConfigMap the MCO publishes could not be read (403): every pool is Blocked saying so."""
+
+
+#: Why each ConfigMap the MCO publishes is read, for a 403's message.
+_WHY = {settings.OSIMAGEURL: "the release's OS images",
+        settings.MCO_IMAGES: "the build Pod's default image; or set 'buildahImage' in ConfigMap "
+                             f"{settings.BUILD_CONFIG}"}
+
+
+def _published(cluster: Cluster, namespace: str,
+               configmaps: list[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """What the MCO publishes in its namespace, read by name when we run elsewhere (one GET each):
+    `machine-config-osimageurl` always, its images ConfigMap only when we build with Pods and the
+    settings name no builder image. In its namespace they are among the ConfigMaps listed."""
+    if namespace == settings.MCO_NAMESPACE:
+        return {}
     config = next((o for o in configmaps if objects.name(o) == settings.BUILD_CONFIG), None) or {}
     data = config.get("data") or {}
     named = str(data.get("buildahImage") or "").strip()
     pods = str(data.get("imageBuilderType") or "").strip() in ("", settings.CUSTOM_POD_BUILDER)
-    if namespace == settings.MCO_NAMESPACE or named or not pods:
-        return None
-    return _get_optional(cluster, "ConfigMap", settings.MCO_NAMESPACE, settings.MCO_IMAGES)
+    wanted = [settings.OSIMAGEURL] + ([settings.MCO_IMAGES] if pods and not named else [])
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in wanted:
+        try:
+            out[name] = _get_optional(cluster, "ConfigMap", settings.MCO_NAMESPACE, name)
+        except Forbidden as err:
+            raise _Unreadable(f"cannot read ConfigMap {settings.MCO_NAMESPACE}/{name} ({_WHY[name]}): "
+                              f"{err}; grant get on it (kustomize/base/mco-namespace.yaml)") from None
+    return out
 
 
 def _get_optional(cluster: Cluster, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -141,11 +161,9 @@ def annotation_only(found: Settings | Problem) -> bool:
 def observe(cluster: Cluster, namespace: str) -> Observed:
     configmaps = cluster.list("ConfigMap", namespace, {naming.MANAGED_BY: objects.ABSENT})
     try:
-        found = read_settings(namespace, configmaps, _mco_images(cluster, namespace, configmaps))
-    except Forbidden as err:
-        found = Problem(f"cannot read ConfigMap {settings.MCO_NAMESPACE}/{settings.MCO_IMAGES} (the "
-                        f"build Pod's default image): {err}; grant get on it, or set 'buildahImage' in "
-                        f"ConfigMap {settings.BUILD_CONFIG}")
+        found = read_settings(namespace, configmaps, _published(cluster, namespace, configmaps))
+    except _Unreadable as err:
+        found = Problem(str(err))
     return Observed(namespace, found, cluster.list("MachineConfigPool", None),
                     list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
 

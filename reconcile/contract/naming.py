@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 #: Where the settings and our build objects live unless `-n` says otherwise (the MCO's namespace).
-DEFAULT_NAMESPACE = "openshift-machine-config-operator"
+#: Our own namespace (README, "Where everything lives"): never the MCO's, where our token would
+#: mean much more than we use.
+DEFAULT_NAMESPACE = "ocl-reconciler"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 #: On every ConfigMap and Secret we create (all `immutable: true`): a hash of its content, so that
 #: metadata alone says whether it is the one wanted. One whose hash differs is replaced.
