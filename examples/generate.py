@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-NS = "openshift-machine-config-operator"
+NS = "ocl-reconciler"
+MCO_NS = "openshift-machine-config-operator"
 MCO = "machineconfiguration.openshift.io"
 
 
@@ -122,9 +123,9 @@ def dockerconfig(name: str, registry: str, user: str) -> dict:
             "data": {".dockerconfigjson": base64.b64encode(cfg.encode()).decode()}}
 
 
-def configmap(name: str, data: dict) -> dict:
+def configmap(name: str, data: dict, namespace: str = NS) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": NS, "resourceVersion": "950",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "950",
                          "uid": hashlib.md5(name.encode()).hexdigest()}, "data": data}
 
 
@@ -143,7 +144,7 @@ def snapshot() -> dict:
             "baseOSContainerImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "ab" * 32,
             "baseOSExtensionsContainerImage":
                 "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "cd" * 32,
-            "releaseVersion": "4.16.12", "osImageURL": ""}),
+            "releaseVersion": "4.16.12", "osImageURL": ""}, MCO_NS),
         configmap("on-cluster-build-custom-dockerfile", {
             "infra": "FROM configs AS final\nRUN rpm-ostree install tmux && ostree container commit\n"}),
         dockerconfig("global-pull-secret-copy", "quay.io", "pull-robot"),
@@ -158,7 +159,8 @@ def snapshot() -> dict:
         configmap("machine-config-operator-images", {"images.json": json.dumps({
             "releaseVersion": "4.16.12",
             "machineConfigOperator": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "ef" * 32,
-            "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "01" * 32}, indent=2)}),
+            "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "01" * 32}, indent=2)},
+            MCO_NS),
         *(node(f"master-{i}", ("master",)) for i in range(3)),
         *(node(f"worker-{i}", ("worker",)) for i in range(3)),
         # infra nodes keep the worker role too: they belong to infra (pkg/helpers/helpers.go)

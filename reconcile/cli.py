@@ -162,10 +162,11 @@ def _observe(cluster, args, now: datetime):
                                                       ca_file=ca)
         plans = planner.plan()
         stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
-        notice = observe.annotation_notice(cluster, stranded)
-        if notice:
-            import logging
-            logging.getLogger("reconcile").warning("%s", notice)
+        import logging
+        for notice in (observe.annotation_notice(cluster, stranded),
+                       observe.moved_notice(seen.pools, args.namespace)):
+            if notice:
+                logging.getLogger("reconcile").warning("%s", notice)
         return seen, planner, plans
     except ClusterError as err:
         raise Fatal(f"cannot read the cluster: {err}") from None

@@ -189,6 +189,24 @@ def annotation_notice(cluster: Cluster, stranded: Iterable[str]) -> str | None:
     return ANNOTATION_ONLY.format(s="s" if len(stranded) > 1 else "", pools=", ".join(stranded))
 
 
+MOVED = ("pool(s) {pools} were built by an install of ocl-reconciler in namespace {old}: its build "
+         "objects there are not deleted from here ({namespace} has no rights there); once no pool needs "
+         "them, delete them: oc delete pods,builds,configmaps,secrets -n {old} -l "
+         "app.kubernetes.io/managed-by=ocl-reconciler (README, \"Moving an install\")")
+
+
+def moved_notice(pools: Iterable[dict[str, Any]], namespace: str) -> str | None:
+    """Said once a run when pools record builds in another namespace (the MCO's, where earlier
+    versions lived): read from the pools alone, as we may not list there."""
+    found: dict[str, list[str]] = {}
+    for pool in pools:
+        old = lifecycle.moved_from(objects.annotations(pool), namespace)
+        if old and lifecycle.opted_in(pool):
+            found.setdefault(old, []).append(objects.name(pool))
+    return "; ".join(MOVED.format(pools=", ".join(sorted(names)), old=old, namespace=namespace)
+                     for old, names in sorted(found.items())) or None
+
+
 def stranded(pools: Iterable[dict[str, Any]], plans: Iterable[PoolPlan] = (),
              machineconfigs: Iterable[dict[str, Any]] = ()) -> list[str]:
     """The opted-in pools that have (or get in these plans) an image that none of our rollout

@@ -18,7 +18,7 @@ from typing import Any
 
 from reconcile.build import architecture, builders, clusterfacts, imagecontent
 from reconcile.build.builders.base import Builder, BuildStatus
-from reconcile.build.settings import Settings
+from reconcile.build.settings import MCO_NAMESPACE, Settings
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
@@ -225,10 +225,12 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
     status = builder.read_status(build_obj) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
-    # an earlier version's record (it wrote no architecture) under an id it gave these inputs
-    legacy = {desired.build_ref(builder, settings.namespace, inp, n, old)
-              for old in desired.legacy_build_ids(inp, settings) for n in range(1, A.MAX_ATTEMPTS + 1)} \
-        if A.ARCH not in ann else set()
+    # an earlier version's record (it wrote no architecture) under an id it gave these inputs, or
+    # an earlier install's in the MCO's namespace (README, "Moving an install")
+    places = {settings.namespace, MCO_NAMESPACE}
+    ids = (inp.build_id, *(desired.legacy_build_ids(inp, settings) if A.ARCH not in ann else ()))
+    legacy = {desired.build_ref(builder, ns, inp, n, old) for ns in places for old in ids
+              for n in range(1, A.MAX_ATTEMPTS + 1)} - {ref}
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
@@ -238,6 +240,13 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
                     observed=observed, rollout=view)
+
+
+def moved_from(ann: Mapping[str, str], namespace: str) -> str:
+    """The namespace of the build the pool's record names, when it is not ours (an install that
+    lived in the MCO's namespace): "" otherwise."""
+    parts = (ann.get(A.BUILD) or "").split("/")
+    return parts[1] if len(parts) == 3 and parts[1] != namespace else ""
 
 
 def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],
@@ -320,7 +329,10 @@ def _equivalent(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materi
     """The image recorded is the one these inputs make: the pool's new rendered config holds the
     same image content, or an earlier version recorded the success under its build id."""
     d, ann, image = s.d, s.ann, s.ann[A.IMAGE]
-    if d.observed.legacy_ref:
+    if d.observed.legacy_ref and moved_from(ann, d.settings.namespace):
+        message = (f"kept {image}: an install of ocl-reconciler in {moved_from(ann, d.settings.namespace)} "
+                   f"built it for these inputs")
+    elif d.observed.legacy_ref:
         message = (f"kept {image}: an earlier version of ocl-reconciler built it for these inputs "
                    f"(its build id is {d.inputs.build_id} now)")
     else:
