@@ -75,7 +75,8 @@ def test_argocd_overlay_waves_and_hook():
         "argocd.argoproj.io/sync-wave", 0)) for d in docs if d["kind"] != "Job"}
     cron = wave[("CronJob", "ocl-reconciler")]
     for kind in ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"):
-        assert wave[(kind, "ocl-reconciler")] < wave[("ConfigMap", "on-cluster-build-config")] < cron
+        assert wave[("Namespace", F.NS)] < wave[(kind, "ocl-reconciler")] \
+            < wave[("ConfigMap", "on-cluster-build-config")] < cron
     (hook,) = by_kind(docs, "Job")
     annotations = hook["metadata"]["annotations"]
     assert annotations["argocd.argoproj.io/hook"] == "PostSync"
@@ -186,3 +187,16 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
             for r in doc.get("rules") or []:
                 if "machineconfigs" in r["resources"] or "*" in r["resources"]:
                     assert r["verbs"] == ["get"], (overlay, doc["metadata"]["name"], r)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_binding_names_our_service_account_in_our_namespace(overlay):
+    """Issue 21: no subject is left in the MCO's namespace (a binding there would grant nothing to
+    the new install, or something to an old one)."""
+    docs = build(F.ROOT / "kustomize" / overlay)
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings
+    for binding in bindings:
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount" and subject["name"] in ("ocl-reconciler", "ocl-builder")
+            assert subject.get("namespace", binding["metadata"].get("namespace")) == F.NS, binding["metadata"]

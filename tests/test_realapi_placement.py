@@ -41,6 +41,9 @@ MATRIX = [
     (MCO, "watch", "secrets", "", "", False),
     ("default", "list", "secrets", "", "", False),
     ("kube-system", "get", "secrets", "any", "", False),
+    ("", "list", "secrets", "", "", False),                 # every namespace at once
+    ("", "watch", "secrets", "", "", False),
+    (CONFIG, "watch", "secrets", "", "", False),
     # Pods: created, exec'd or attached only in our namespace (and never exec/attach at all)
     (F.NS, "create", "pods", "", "", True),
     (MCO, "create", "pods", "", "", False),
@@ -48,6 +51,10 @@ MATRIX = [
     (MCO, "create", "pods", "x", "exec", False),
     (MCO, "create", "pods", "x", "attach", False),
     (F.NS, "create", "pods", "x", "exec", False),
+    (F.NS, "create", "pods", "x", "attach", False),
+    (CONFIG, "create", "pods", "", "", False),
+    ("kube-system", "create", "pods", "", "", False),
+    ("", "create", "pods", "", "", False),
     # the MCO's namespace: get of the two ConfigMaps it publishes, nothing else
     (MCO, "get", "configmaps", "machine-config-osimageurl", "", True),
     (MCO, "get", "configmaps", "machine-config-operator-images", "", True),

@@ -59,7 +59,12 @@ def read_material(cluster: Cluster, found: Settings,
         for key, ref in (("baseImagePullSecretName", found.pull_secret),
                          ("finalImagePushSecretName", found.push_secret)):
             ns, name = settings.secret_location(found.namespace, ref)
-            secret = secrets.get(ref) or cluster.get("Secret", ns, name)
+            try:
+                secret = secrets.get(ref) or cluster.get("Secret", ns, name)
+            except Forbidden as err:        # a Secret of another namespace that our Roles do not name
+                return desired.Material(problem=f"cannot read Secret {ns}/{name} (from "
+                                                f"{settings.BUILD_CONFIG} key {key!r}): {err}; keep it "
+                                                f"in {found.namespace}")
             settings.check_secret(key, name, secret, ns)
             secrets[ref] = secret
     except SettingsError as err:
@@ -78,7 +83,13 @@ def read_material(cluster: Cluster, found: Settings,
     cluster_proxy = proxy.from_object(_get_optional(cluster, "Proxy", "", proxy.NAME))
     bundle = None
     if cluster_proxy.trusted_ca:
-        cm = cluster.get("ConfigMap", proxy.TRUST_NAMESPACE, cluster_proxy.trusted_ca)
+        try:
+            cm = cluster.get("ConfigMap", proxy.TRUST_NAMESPACE, cluster_proxy.trusted_ca)
+        except Forbidden as err:            # kustomize/base grants get on user-ca-bundle only
+            return desired.Material(secrets, inputs, problem=(
+                f"cannot read ConfigMap {proxy.TRUST_NAMESPACE}/{cluster_proxy.trusted_ca} (Proxy cluster, "
+                f"spec.trustedCA): {err}; add it to resourceNames of Role ocl-reconciler-trust-bundle "
+                "(kustomize/base/openshift-config.yaml)"))
         bundle = ((cm or {}).get("data") or {}).get(proxy.TRUST_KEY) or None
         if bundle is None:
             return desired.Material(secrets, inputs, problem=(
@@ -189,10 +200,10 @@ def annotation_notice(cluster: Cluster, stranded: Iterable[str]) -> str | None:
     return ANNOTATION_ONLY.format(s="s" if len(stranded) > 1 else "", pools=", ".join(stranded))
 
 
-MOVED = ("pool(s) {pools} were built by an install of ocl-reconciler in namespace {old}: its build "
+MOVED = ("pool(s) {pools} record builds of an install of ocl-reconciler in namespace {old}: its build "
          "objects there are not deleted from here ({namespace} has no rights there); once no pool needs "
          "them, delete them: oc delete pods,builds,configmaps,secrets -n {old} -l "
-         "app.kubernetes.io/managed-by=ocl-reconciler (README, \"Moving an install\")")
+         "app.kubernetes.io/managed-by=ocl-reconciler (docs/namespace.md, \"Moving an install\")")
 
 
 def moved_notice(pools: Iterable[dict[str, Any]], namespace: str) -> str | None:

@@ -226,12 +226,16 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     status = builder.read_status(build_obj) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs, or
-    # an earlier install's in the MCO's namespace (README, "Moving an install")
+    # an earlier install's in the MCO's namespace (docs/namespace.md, "Moving an install")
     places = {settings.namespace, MCO_NAMESPACE}
     ids = (inp.build_id, *(desired.legacy_build_ids(inp, settings) if A.ARCH not in ann else ()))
     legacy = {desired.build_ref(builder, ns, inp, n, old) for ns in places for old in ids
               for n in range(1, A.MAX_ATTEMPTS + 1)} - {ref}
-    observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref,
+    # a failure the install in the MCO's namespace recorded for these inputs stays a failure (no
+    # automatic retry: a new rebuild token asks for one), as it would have there
+    failed_there = ann.get(A.STATE) in (A.FAILED, A.INTERRUPTED) and ann.get(A.BUILD) in {
+        desired.build_ref(builder, MCO_NAMESPACE, inp, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
+    observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref or failed_there,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
                            content_recorded=ann.get(A.CONTENT) == A.content(inp.rendered_config, inp.content),
@@ -544,6 +548,11 @@ def _not_reused(lookup: images.Lookup | None) -> str:
 def _interrupted(ann: Mapping[str, str], ref: str | None) -> str:
     old = ann.get(A.BUILD)
     if ann.get(A.STATE) in (A.PENDING, A.BUILDING) and old and old != ref:
+        namespace = (ref or "").split("/")[1] if (ref or "").count("/") == 2 else ""
+        moved = moved_from(ann, namespace) if namespace else ""
+        if moved and old.split("/")[2] == ref.split("/")[2]:
+            return (f"{old}, of the install in {moved}, is not followed from here: built again in "
+                    f"{namespace}")
         return f"interrupted {old}: build inputs changed"
     return ""
 
