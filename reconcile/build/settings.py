@@ -53,6 +53,19 @@ _PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
               re.compile(r"^[^.]+\.[^.]+\.svc:\d+\/[^\/]+\/[^\/]+:[^\/]+$"))
 
 
+#: What a build may use (keys of on-cluster-build-config), the same for the buildah Pod and the
+#: OpenShift Build's Pod: a layered OS build unpacks and commits a whole OS image (vfs storage), so
+#: it asks for a CPU and 2 GiB and may grow to 8 GiB; without them the Pod is BestEffort, the
+#: first a node evicts. No CPU limit (throttling only slows it). The deadline bounds a hung build:
+#: the Pod's activeDeadlineSeconds, the Build's completionDeadlineSeconds (OpenShift's default is a
+#: week: openshift-controller-manager pkg/build/controller/strategy/util.go, setupActiveDeadline).
+BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
+                   "buildMemoryRequest": ("requests", "memory", "2Gi"),
+                   "buildMemoryLimit": ("limits", "memory", "8Gi")}
+BUILD_TIMEOUT_KEY, DEFAULT_BUILD_TIMEOUT = "buildTimeoutSeconds", 7200
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
 class SettingsError(ValueError):
     """One line naming the ConfigMap or Secret and the key that is wrong."""
 
@@ -71,6 +84,9 @@ class Settings:
     buildah_image: str
     custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
     rollout: str = ROLLOUT_ANNOTATION
+    #: the build's requests and limits ({"requests": {...}, "limits": {...}}) and deadline
+    build_resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _resources({}))
+    build_timeout: int = DEFAULT_BUILD_TIMEOUT
 
     @property
     def machineconfig_rollout(self) -> bool:
@@ -142,7 +158,27 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
+        build_resources=_resources(build), build_timeout=_timeout(build),
     )
+
+
+def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    for key, (kind, resource, default) in BUILD_RESOURCES.items():
+        value = str(build.get(key) or "").strip() or default
+        if not _QUANTITY.match(value):
+            raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a quantity "
+                                "(e.g. 500m, 2, 4Gi)")
+        out[kind][resource] = value
+    return out
+
+
+def _timeout(build: Mapping[str, str]) -> int:
+    value = str(build.get(BUILD_TIMEOUT_KEY) or "").strip() or str(DEFAULT_BUILD_TIMEOUT)
+    if not value.isdigit() or int(value) <= 0:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {BUILD_TIMEOUT_KEY!r}: {value!r} is not a "
+                            "positive number of seconds")
+    return int(value)
 
 
 def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> str:

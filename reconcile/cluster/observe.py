@@ -315,7 +315,7 @@ class Planner:
 
         def decide(facts: clusterfacts.ClusterFacts) -> list[lifecycle.Decision]:
             return lifecycle.decide_cluster(self.seen.settings, pools, owned, only, self.machineconfigs,
-                                            view, facts)
+                                            view, facts, self.now)
         from_nodes = clusterfacts.unrecorded(pools, only) if valid else frozenset()
         decisions = decide(self._facts(pools, only, from_nodes) if valid else clusterfacts.ClusterFacts())
         due_now = {d.pool_name for d in decisions if d.needs_build} - from_nodes

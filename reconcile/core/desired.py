@@ -280,10 +280,11 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         machineconfig_configmaps=tuple(cm["metadata"]["name"] for cm in mc_cms),
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
-        buildah_image=settings.buildah_image, image_labels=tuple(image_labels(inp)),
+        buildah_image=settings.buildah_image,
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
-        containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch))
+        containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch),
+        resources=settings.build_resources, deadline_seconds=settings.build_timeout)
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
     return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets)),
             builder.render(ctx)]
@@ -298,8 +299,15 @@ def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:
     A builder that takes env by value only (an OpenShift Build: `dockerStrategy.buildArgs` ignores
     `valueFrom`, openshift/openshift-docs modules/builds-strategy-docker-build-arguments.adoc) cannot
     get an env var from a Secret or ConfigMap key without its value in the manifest: such an input
-    is skipped, said in the pool's message, and does not displace the cluster Proxy's value."""
+    is skipped, said in the pool's message, and does not displace the cluster Proxy's value. A
+    mount path the builder's own Pod uses blocks the pool, naming the input. Raises Blocked."""
     inputs = material.inputs
+    for m in inputs.mounts:
+        path = m.path.rstrip("/") or "/"
+        if path in builder.RESERVED_MOUNTS or (path + "/").startswith(builder.RESERVED_UNDER):
+            raise Blocked(f"build input {m.kind}/{m.source}: mount path {m.path} is one the {builder.kind}'s "
+                          "own Pod uses (OpenShift's build controller would leave the Build New with "
+                          "CannotCreateBuildPodSpec); choose another path for it")
     if not builder.ENV_BY_REFERENCE:
         by_ref = [e for e in inputs.env if "valueFrom" in e]
         skipped = tuple(f"skipped env {e['name']} from {_source(e)}: {builder.kind} build args take "

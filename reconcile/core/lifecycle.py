@@ -201,7 +201,8 @@ def _rendered(pool: Mapping[str, Any]) -> str:
 def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                 owned: Iterable[Mapping[str, Any]],
                 machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
-                view: rollout.View | None = None, facts: clusterfacts.ClusterFacts | None = None) -> Decision:
+                view: rollout.View | None = None, facts: clusterfacts.ClusterFacts | None = None,
+                now: datetime | None = None) -> Decision:
     """The transition of one opted-in pool. `machineconfigs`: rendered configs by name, at least
     those `unknown_content` names; `view`: with `rollout: machineconfig`; `facts`: the OS streams
     and nodes (default: none)."""
@@ -223,7 +224,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     stale = tuple(o for o in owned if o not in current)
     build_obj = next((o for o in current if o.get("kind") == builder.kind
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
-    status = builder.read_status(build_obj) if build_obj is not None else None
+    status = builder.read_status(build_obj, now) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs, or
     # an earlier install's in the MCO's namespace (docs/namespace.md, "Moving an install")
@@ -266,7 +267,8 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
                    owned: Iterable[Mapping[str, Any]], only: Iterable[str] = (),
                    machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
                    view: rollout.View | None = None,
-                   facts: clusterfacts.ClusterFacts | None = None) -> list[Decision]:
+                   facts: clusterfacts.ClusterFacts | None = None,
+                   now: datetime | None = None) -> list[Decision]:
     """Decisions for every pool (or those in `only`), opted-out pools and orphaned objects
     included; objects without our labels are never acted on. `view` defaults to one of these
     pools and objects."""
@@ -283,7 +285,7 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
             continue
         mine = by_pool.pop(naming.pool_label(name), [])
         if opted_in(pool):
-            out.append(decide_pool(settings, pool, mine, machineconfigs, view, facts))
+            out.append(decide_pool(settings, pool, mine, machineconfigs, view, facts, now))
         elif mine or any(A.owned(k) for k in objects.annotations(pool)):
             out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine), rollout=view))
     for label, orphans in sorted(by_pool.items()):
@@ -392,6 +394,8 @@ def _progress(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material
     ann, ref = s.ann, s.base[A.BUILD]
     kept = ann.get(A.MESSAGE, "") if ann.get(A.BUILD) == ref and ann.get(A.STATE) in (A.PENDING, A.BUILDING) \
         else ""
+    if kept.startswith(f"build {ref} is "):     # what the build object said while it waited: gone now
+        kept = ""
     s.delete(s.d.stale)
     s.record(s.d.status.state, s.d.status.message or _interrupted(ann, ref) or kept)
 
@@ -507,7 +511,7 @@ def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], o
     `machineconfigs` is taken as missing)."""
     mcs = machineconfigs or {}
     return [act(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
-            for d in decide_cluster(settings, pools, owned, only, mcs, facts=facts)]
+            for d in decide_cluster(settings, pools, owned, only, mcs, facts=facts, now=now)]
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ class BuildContext:
     pull_secret: str
     push_secret: str
     buildah_image: str
-    image_labels: tuple[Mapping[str, str], ...] = ()
     input_env: tuple[Mapping[str, Any], ...] = ()
     input_mounts: tuple[Mount, ...] = field(default_factory=tuple)
     #: our ConfigMap with the cluster's registries.conf / policy.json (containersconf), and its keys
@@ -34,13 +33,18 @@ class BuildContext:
     containers_files: tuple[str, ...] = ()
     #: where the build may run: the pool's architecture (build/architecture.py); {} = anywhere
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    #: requests and limits, and the deadline in seconds (settings: the same for both builders)
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    deadline_seconds: int = 0
 
 
 #: Failures of the infrastructure rather than of the build: worth another attempt.
 TRANSIENT_PATTERNS = re.compile(
     r"received unexpected HTTP status: 5\d\d|\b(500|502|503|504) (Internal Server Error|Bad Gateway|"
     r"Service Unavailable|Gateway Timeout)|i/o timeout|TLS handshake timeout|connection reset by peer|"
-    r"context deadline exceeded|connection refused|no route to host|unexpected EOF", re.IGNORECASE)
+    r"context deadline exceeded|connection refused|no route to host|unexpected EOF|"
+    # containers/image's texts for a registry it cannot reach or that throttles (docs/openshift-build.md)
+    r"pinging container registry|dial tcp|no such host|too many requests", re.IGNORECASE)
 #: A step of the Containerfile that failed: deterministic, never retried.
 STEP_FAILED = re.compile(r"building at STEP|error building at step", re.IGNORECASE)
 
@@ -69,7 +73,10 @@ class Builder(Protocol):
     ENV_BY_REFERENCE: bool       # can the build take env vars from Secret/ConfigMap keys?
     #: does the build need the cluster's registries.conf / policy.json from us (containersconf)?
     CONTAINERS_CONF: bool
+    #: mount paths a build input may not take: the paths themselves, and directories under which
+    RESERVED_MOUNTS: frozenset[str]
+    RESERVED_UNDER: tuple[str, ...]
 
     def render(self, ctx: BuildContext) -> dict[str, Any]: ...
 
-    def read_status(self, obj: Mapping[str, Any]) -> BuildStatus: ...
+    def read_status(self, obj: Mapping[str, Any], now: Any = None) -> BuildStatus: ...

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from reconcile.build import imageref, templates
@@ -18,24 +20,78 @@ ENV_BY_REFERENCE = False
 #: OpenShift's build controller mounts the cluster's registries.conf and policy.json itself
 #: (openshift/openshift-controller-manager pkg/build/controller/strategy/util.go, setupContainersConfigs)
 CONTAINERS_CONF = False
+#: Mount paths OpenShift's build controller gives its build Pod itself; a build volume at one of them
+#: leaves the Build New with CannotCreateBuildPodSpec ("collides with VolumeMount path created by the
+#: build controller", openshift/openshift-controller-manager pkg/build/controller/strategy/util.go,
+#: setupBuildVolumes, and strategy/docker.go). Under RESERVED_UNDER each Secret and ConfigMap of the
+#: build gets a directory of its own; the builder's transient mounts are refused in RUN steps
+#: ("duplicate transient mount destination", openshift/builder transient_mounts.go).
+RESERVED_MOUNTS = frozenset({
+    "/var/lib/kubelet/config.json", "/tmp/build", "/var/lib/containers", "/var/lib/containers/cache",
+    "/var/run/containers", "/var/cache/blobs", "/run/secrets/rhsm", "/run/secrets/etc-pki-entitlement",
+    "/run/secrets/redhat.repo", "/etc/pki/ca-trust"})
+RESERVED_UNDER = ("/var/run/secrets/openshift.io/", "/var/run/configs/openshift.io/")
 _STATES = {"New": A.PENDING, "Pending": A.PENDING, "Running": A.BUILDING}
 _FAILED = ("Failed", "Error", "Cancelled")
-#: openshift/api BuildStatusReason values that say the infrastructure failed, not the build.
-TRANSIENT_REASONS = {"BuildPodEvicted", "BuildPodDeleted", "PushImageToRegistryFailed",
-                     "PullBuilderImageFailed", "CannotCreateBuildPod", "BuildPodExists",
-                     "NoBuildContainerStatus", "FailedContainer", "ExceededRetryTimeout"}
+#: How long a Build may stay New (or Pending) with a reason before the pool stops waiting for it:
+#: the controller leaves it so and looks again only on its informer's resync, every 10 minutes
+#: (openshift/openshift-controller-manager pkg/cmd/controller/interfaces.go,
+#: defaultInformerResyncPeriod), so three resyncs.
+NEW_BOUND_SECONDS = 1800
+
+
+@functools.cache
+def reasons() -> dict[str, dict[str, str]]:
+    """status.reason -> {retry: always|never|log, hint} (manifests/build-reasons.yaml)."""
+    return templates.table("build-reasons.yaml")
+
+
+def transient(reason: str | None, log: str) -> bool:
+    """Is a failure with this reason (and log snippet) worth another attempt?"""
+    policy = (reasons().get(reason or "") or {}).get("retry", "log")
+    return policy == "always" or (policy == "log" and transient_text(log))
 
 
 def render(ctx: BuildContext) -> dict[str, Any]:
     return templates.render_object("build-openshift.yaml.j2", **vars(ctx))
 
 
-def read_status(build: Mapping[str, Any]) -> BuildStatus:
+def _detail(status: Mapping[str, Any]) -> str:
+    """`reason: message: last log line`, and the table's hint for the reason."""
+    reason = status.get("reason")
+    parts = [p.rstrip(".") for p in (reason, status.get("message"), last_line(status.get("logSnippet", "")))
+             if p]
+    hint = (reasons().get(reason or "") or {}).get("hint")
+    return "; ".join(x for x in (": ".join(parts) or "no reason given", hint) if x)
+
+
+def _age(build: Mapping[str, Any], now: datetime | None) -> float | None:
+    created = objects.meta(build).get("creationTimestamp")
+    if now is None or not created:
+        return None
+    try:
+        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (now - then).total_seconds()
+
+
+def read_status(build: Mapping[str, Any], now: datetime | None = None) -> BuildStatus:
+    """The Build's state. New or Pending with a reason is shown with it (there is no Pod yet to
+    describe); past NEW_BOUND_SECONDS such a Build is Failed (transient where the reason is one
+    another attempt can cure). `now`: the run's clock (None: no bound)."""
     status = build.get("status") or {}
     phase = status.get("phase") or "New"
     where = objects.ref(build)
     if phase in _STATES:
-        return BuildStatus(_STATES[phase])
+        if phase == "Running" or not (status.get("reason") or status.get("message")):
+            return BuildStatus(_STATES[phase])
+        age = _age(build, now)
+        if age is not None and age > NEW_BOUND_SECONDS:
+            return BuildStatus(A.FAILED, transient=transient(status.get("reason"), ""), message=A.one_line(
+                f"build {where} stayed {phase} for more than {NEW_BOUND_SECONDS // 60} minutes: "
+                f"{_detail(status)}"))
+        return BuildStatus(A.PENDING, message=A.one_line(f"build {where} is {phase}: {_detail(status)}"))
     if phase == "Complete":
         digest = ((status.get("output") or {}).get("to") or {}).get("imageDigest") or ""
         if imageref.SHA256_DIGEST.match(digest):
@@ -43,11 +99,7 @@ def read_status(build: Mapping[str, Any]) -> BuildStatus:
         return BuildStatus(A.FAILED, message=f"build {where} completed without a sha256 digest "
                                              "in status.output.to.imageDigest")
     if phase in _FAILED:
-        parts = [p.rstrip(".") for p in (status.get("reason"), status.get("message"),
-                                         last_line(status.get("logSnippet", ""))) if p]
-        detail = ": ".join(parts) or "no reason given"
-        transient = phase != "Cancelled" and (status.get("reason") in TRANSIENT_REASONS
-                                              or transient_text(status.get("logSnippet", "")))
-        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {detail}"),
-                           transient=transient)
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {_detail(status)}"),
+                           transient=phase != "Cancelled" and transient(status.get("reason"),
+                                                                        status.get("logSnippet", "")))
     return BuildStatus(A.PENDING)

@@ -16,6 +16,9 @@ api_version = "v1"
 ENV_BY_REFERENCE = True
 #: buildah in our Pod knows the cluster's mirrors and policy only from us
 CONTAINERS_CONF = True
+#: the Pod is ours: its own paths are refused when inputs are found (builders.reserved)
+RESERVED_MOUNTS: frozenset[str] = frozenset()
+RESERVED_UNDER: tuple[str, ...] = ()
 CONTAINER = "image-build"
 
 
@@ -31,7 +34,8 @@ def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
-def read_status(pod: Mapping[str, Any]) -> BuildStatus:
+def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
+    """The Pod's state (`now` is not needed: the kubelet reports every end itself)."""
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
     where = objects.ref(pod)
