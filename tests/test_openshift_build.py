@@ -40,6 +40,11 @@ NEW = [
     ("New", "CannotCreateBuildPod", 'Failed creating build pod: pods "b-build" is forbidden: exceeded quota', None,
      True),
     ("Pending", "MissingPushSecret", "Missing push secret.", None, False),
+    # our Build names both secrets, so the controller skips its builder-account lookup; a missing
+    # `builder` is refused by ServiceAccount admission at Pod create (kubernetes
+    # plugin/pkg/admission/serviceaccount: "error looking up service account %s/%s: %v")
+    ("New", "CannotCreateBuildPod", 'Failed creating build pod: pods "b-build" is forbidden: error looking up '
+     'service account ns/builder: serviceaccount "builder" not found', None, False),
 ]
 
 
@@ -51,16 +56,21 @@ def test_a_build_waiting_with_a_reason_says_it_then_stops_waiting_past_the_bound
     assert waiting.message.startswith(f"build Build/ns/b is {phase}: {reason}: {message.rstrip('.')}")
     late = build.read_status(a_build(phase, reason, message, log, age=timedelta(seconds=build.NEW_BOUND_SECONDS + 1)),
                              NOW)
-    assert late.state == A.FAILED and late.transient is transient
-    assert late.message.startswith(f"build Build/ns/b stayed {phase} for more than 30 minutes: {reason}")
+    assert late.state == A.FAILED and late.transient is transient and late.abandon
+    assert late.message.startswith(f"build Build/ns/b stayed {phase} for more than 30 minutes after it was "
+                                   f"created: {reason}")
     # within the bound, or with no clock: still waiting
     assert build.read_status(a_build(phase, reason, message, age=timedelta(minutes=29)), NOW).state == A.PENDING
     assert build.read_status(a_build(phase, reason, message, age=timedelta(hours=5))).state == A.PENDING
 
 
-def test_a_missing_builder_account_names_what_to_do():
-    status = build.read_status(a_build("New", "CannotRetrieveServiceAccount",
-                                       "Unable to look up the service account secrets for this build."), NOW)
+@pytest.mark.parametrize("reason, message", [
+    ("CannotRetrieveServiceAccount", "Unable to look up the service account secrets for this build."),
+    ("CannotCreateBuildPod", 'Failed creating build pod: pods "b-build" is forbidden: error looking up service '
+                             'account ns/builder: serviceaccount "builder" not found'),
+])
+def test_a_missing_builder_account_names_what_to_do(reason, message):
+    status = build.read_status(a_build("New", reason, message), NOW)
     assert "the namespace needs the `builder` ServiceAccount" in status.message
 
 
@@ -84,10 +94,15 @@ FAILED = [
     ("PushImageToRegistryFailed", PUSH + 'pinging container registry r.example.com: Get "https://r.example.com/v2/": '
      "dial tcp 10.0.0.1:443: connect: connection refused", True),
     ("PushImageToRegistryFailed", PUSH + "received unexpected HTTP status: 503 Service Unavailable", True),
+    ("PushImageToRegistryFailed", PUSH + "toomanyrequests: You have reached your pull rate limit", True),
+    # a certificate we do not trust is wrapped in the same "pinging" text: deterministic
+    ("PushImageToRegistryFailed", PUSH + 'pinging container registry r.example.com: Get "https://r.example.com/v2/": '
+     "tls: failed to verify certificate: x509: certificate signed by unknown authority", False),
     # set by the controller when the Pod ends (handleActiveBuild)
     ("BuildPodEvicted", "", True),
     ("GenericBuildFailed", "", True),        # the Pod failed and the builder wrote nothing (killed, deadline)
     ("OutOfMemoryKilled", "", False),
+    ("BuildPodExists", "", True),           # a retry's Build has another name, hence another Pod
     ("FailedContainer", "", True),
 ]
 
@@ -101,7 +116,7 @@ def test_each_failure_is_transient_as_the_real_builder_reports_it(reason, log, t
 
 def test_every_reason_of_the_api_is_in_the_table():
     """openshift/api build/v1 consts.go, the StatusReason* values (docs/openshift-build.md)."""
-    api = {"CannotCreateBuildPodSpec", "CannotCreateBuildPod", "InvalidOutputReference", "InvalidImageReference",
+    api = {"Error", "CancelBuildFailed", "CannotCreateBuildPodSpec", "CannotCreateBuildPod", "InvalidOutputReference", "InvalidImageReference",
            "BuildPodDeleted", "ExceededRetryTimeout", "MissingPushSecret", "PostCommitHookFailed",
            "PushImageToRegistryFailed", "PullBuilderImageFailed", "FetchSourceFailed", "FetchImageContentFailed",
            "ManageDockerfileFailed", "CancelledBuild", "DockerBuildFailed", "BuildPodExists",
@@ -151,6 +166,7 @@ def test_both_builders_get_the_same_resources_and_deadline_from_the_settings(any
     ("buildMemoryLimit", "lots", "key 'buildMemoryLimit': 'lots' is not a quantity"),
     ("buildCPURequest", "-1", "key 'buildCPURequest': '-1' is not a quantity"),
     ("buildTimeoutSeconds", "0", "key 'buildTimeoutSeconds': '0' is not a positive number of seconds"),
+    ("buildTimeoutSeconds", "²", "key 'buildTimeoutSeconds': '²' is not a positive number of seconds"),
 ])
 def test_a_bad_resource_setting_blocks_naming_the_key(key, value, says):
     from reconcile.build import settings
@@ -158,3 +174,57 @@ def test_a_bad_resource_setting_blocks_naming_the_key(key, value, says):
     with pytest.raises(settings.SettingsError, match=says):
         settings.read(F.NS, {"on-cluster-build-config": F.build_config(**{key: value}),
                              "machine-config-osimageurl": F.osimageurl()})
+
+
+def _set_build_status(items, **status):
+    for obj in items:
+        if obj["kind"] == "Build":
+            obj["status"] = dict(status)
+    return items
+
+
+def test_a_waiting_message_keeps_the_attempts_history_and_a_build_given_up_on_is_deleted(run_cli, monkeypatch):
+    """Attempt 2 waits with a reason: its message keeps attempt 1's reason before what the Build
+    says; when the reason clears the history stays; past the bound with a reason no retry cures,
+    the pool is Failed with the history, and the Build (which the controller could still run) is
+    deleted."""
+    import copy
+
+    from tests import factory as F
+    monkeypatch.setattr(F, "BUILDER", "openshift-image-builder")
+    code, items, err = run_cli.run(F.cluster())
+    assert code == 0, err
+    _set_build_status(items, phase="Failed", reason="BuildPodEvicted", message="The node was low on memory.")
+    code, items, err = run_cli.run(items)
+    ann = F.the_pool(items)["metadata"]["annotations"]
+    assert ann[A.ATTEMPT] == "2" and ann[A.MESSAGE].startswith("attempt 2 of 3 after: attempt 1: build "), ann
+    history = ann[A.MESSAGE]
+    (b,) = F.find(items, "Build")
+    ref = f"Build/{F.NS}/{b['metadata']['name']}"
+    waiting = "These resources do not exist: ConfigMaps [x]"
+    code, items, err = run_cli.run(_set_build_status(copy.deepcopy(items), phase="New", reason="GenericBuildFailed",
+                                                     message=waiting))
+    assert F.the_pool(items)["metadata"]["annotations"][A.MESSAGE] == \
+        f"{history}; build {ref} is New: GenericBuildFailed: {waiting}"
+    code, items, err = run_cli.run(_set_build_status(copy.deepcopy(items), phase="Pending"))
+    assert F.the_pool(items)["metadata"]["annotations"][A.MESSAGE] == history          # the reason cleared
+    items = _set_build_status(copy.deepcopy(items), phase="New", reason="CannotCreateBuildPodSpec",
+                              message="Failed to create pod spec: x")
+    created = datetime.strptime(F.find(items, "Build")[0]["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    later = created + timedelta(seconds=build.NEW_BOUND_SECONDS + 1)
+    monkeypatch.setenv("OCL_RECONCILE_NOW", later.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    code, items, err = run_cli.run(items)
+    ann = F.the_pool(items)["metadata"]["annotations"]
+    assert ann[A.STATE] == A.FAILED and ann[A.MESSAGE].startswith(f"build {ref} stayed New for more than 30"), ann
+    assert not F.find(items, "Build")                           # deleted: it must not push later
+
+
+def test_a_memory_request_above_its_limit_blocks_naming_both():
+    from reconcile.build import settings
+    from tests import factory as F
+    with pytest.raises(settings.SettingsError, match="buildMemoryRequest 16Gi is more than buildMemoryLimit 8Gi"):
+        settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildMemoryRequest="16Gi"),
+                             "machine-config-osimageurl": F.osimageurl()})
+    ok = settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildMemoryRequest="8192Mi"),
+                              "machine-config-osimageurl": F.osimageurl()})
+    assert ok.build_resources["requests"]["memory"] == "8192Mi"          # 8192Mi == 8Gi: allowed

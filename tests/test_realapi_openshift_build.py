@@ -29,19 +29,20 @@ def test_a_build_left_new_names_what_is_missing_then_is_tried_again(real, monkey
     obj["status"] = {"phase": "New", "reason": "GenericBuildFailed", "message": missing}
     real.api.write_status(obj)
 
+    created = datetime.strptime(obj["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    monkeypatch.setenv("OCL_RECONCILE_NOW", (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     code, err = real.run()
     assert code == 0, err
     a = real.ann()
     assert a[A.STATE] == A.PENDING
     assert a[A.MESSAGE] == f"build Build/{F.NS}/{obj['metadata']['name']} is New: GenericBuildFailed: {missing}"
 
-    created = datetime.strptime(obj["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     later = created + timedelta(seconds=openshift_build.NEW_BOUND_SECONDS + 60)
     monkeypatch.setenv("OCL_RECONCILE_NOW", later.strftime("%Y-%m-%dT%H:%M:%SZ"))
     code, err = real.run()
     assert code == 0, err
     a = real.ann()
     assert a[A.STATE] == A.PENDING and a[A.ATTEMPT] == "2", a
-    assert "stayed New for more than 30 minutes: GenericBuildFailed" in a[A.MESSAGE]
+    assert "stayed New for more than 30 minutes after it was created: GenericBuildFailed" in a[A.MESSAGE]
     assert real.api.get("ConfigMap", F.NS, mc) is not None                      # made again for attempt 2
     assert real.build_object()["metadata"]["name"] != obj["metadata"]["name"]

@@ -170,12 +170,25 @@ def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
             raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a quantity "
                                 "(e.g. 500m, 2, 4Gi)")
         out[kind][resource] = value
+    if _amount(out["requests"]["memory"]) > _amount(out["limits"]["memory"]):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: buildMemoryRequest {out['requests']['memory']} is "
+                            f"more than buildMemoryLimit {out['limits']['memory']} (the API server refuses "
+                            "the Pod)")
     return out
+
+
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "m": 10**-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def _amount(quantity: str) -> float:
+    number = re.match(r"^[0-9.]+", quantity).group()             # _QUANTITY matched already
+    return float(number) * _SUFFIX[quantity[len(number):]]
 
 
 def _timeout(build: Mapping[str, str]) -> int:
     value = str(build.get(BUILD_TIMEOUT_KEY) or "").strip() or str(DEFAULT_BUILD_TIMEOUT)
-    if not value.isdigit() or int(value) <= 0:
+    if not re.fullmatch(r"[0-9]+", value) or int(value) <= 0:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {BUILD_TIMEOUT_KEY!r}: {value!r} is not a "
                             "positive number of seconds")
     return int(value)

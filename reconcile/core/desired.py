@@ -307,7 +307,8 @@ def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:
         if path in builder.RESERVED_MOUNTS or (path + "/").startswith(builder.RESERVED_UNDER):
             raise Blocked(f"build input {m.kind}/{m.source}: mount path {m.path} is one the {builder.kind}'s "
                           "own Pod uses (OpenShift's build controller would leave the Build New with "
-                          "CannotCreateBuildPodSpec); choose another path for it")
+                          "CannotCreateBuildPodSpec, or its builder refuse the RUN steps); choose another "
+                          "path for it")
     if not builder.ENV_BY_REFERENCE:
         by_ref = [e for e in inputs.env if "valueFrom" in e]
         skipped = tuple(f"skipped env {e['name']} from {_source(e)}: {builder.kind} build args take "

@@ -394,14 +394,25 @@ def _progress(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material
     ann, ref = s.ann, s.base[A.BUILD]
     kept = ann.get(A.MESSAGE, "") if ann.get(A.BUILD) == ref and ann.get(A.STATE) in (A.PENDING, A.BUILDING) \
         else ""
-    if kept.startswith(f"build {ref} is "):     # what the build object said while it waited: gone now
-        kept = ""
-    s.delete(s.d.stale)
-    s.record(s.d.status.state, s.d.status.message or _interrupted(ann, ref) or kept)
+    kept = _without_waiting(kept, ref)        # what the build object said while it waited: said anew
+    status = s.d.status
+    s.delete(s.d.stale + ((s.d.build_obj,) if status.abandon and s.d.build_obj is not None else ()))
+    if status.state in (A.PENDING, A.BUILDING) and status.message:     # waiting with a reason
+        s.record(status.state, "; ".join(m for m in (kept or _interrupted(ann, ref), status.message) if m))
+    else:
+        s.record(status.state, status.message or _interrupted(ann, ref) or kept)
+
+
+def _without_waiting(message: str, ref: str) -> str:
+    """The message without what the build object said while it waited (`build <ref> is New: ...`)
+    after the start notes or an attempt's history, which stay."""
+    mark = f"build {ref} is "
+    return "" if message.startswith(mark) else message.split("; " + mark, 1)[0]
 
 
 def _give_up(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    s.delete(s.d.stale)
+    abandoned = s.d.status is not None and s.d.status.abandon and s.d.build_obj is not None
+    s.delete(s.d.stale + ((s.d.build_obj,) if abandoned else ()))
     s.record(A.FAILED, f"failed after {s.d.attempt} attempts: {_history(s)}")
 
 
@@ -591,7 +602,7 @@ def _history(s: _Step) -> str:
     """Each attempt's reason, kept in the one-line message: `attempt 1: ...; attempt 2: ...`."""
     d = s.d
     reason = d.status.message if d.status is not None else f"{s.base[A.BUILD]} was deleted before it finished"
-    message = s.ann.get(A.MESSAGE, "")
+    message = _without_waiting(s.ann.get(A.MESSAGE, ""), s.base[A.BUILD])
     _, sep, earlier = message.partition(" after: ")
     earlier = earlier if sep and message.startswith("attempt ") else ""
     return "; ".join(p for p in (earlier, f"attempt {d.attempt}: {reason}") if p)

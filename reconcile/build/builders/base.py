@@ -44,9 +44,13 @@ TRANSIENT_PATTERNS = re.compile(
     r"Service Unavailable|Gateway Timeout)|i/o timeout|TLS handshake timeout|connection reset by peer|"
     r"context deadline exceeded|connection refused|no route to host|unexpected EOF|"
     # containers/image's texts for a registry it cannot reach or that throttles (docs/openshift-build.md)
-    r"pinging container registry|dial tcp|no such host|too many requests", re.IGNORECASE)
-#: A step of the Containerfile that failed: deterministic, never retried.
-STEP_FAILED = re.compile(r"building at STEP|error building at step", re.IGNORECASE)
+    r"pinging container registry|dial tcp|no such host|too ?many ?requests", re.IGNORECASE)
+#: A step of the Containerfile that failed, or a registry that refused us (credentials, a
+#: certificate we do not trust, an image that is not there): deterministic, never retried, even
+#: when wrapped in a transient-looking text ("pinging container registry ...: x509: ...").
+STEP_FAILED = re.compile(r"building at STEP|error building at step|x509:|certificate signed by unknown "
+                         r"authority|unauthorized|authentication required|invalid username/password|denied|"
+                         r"manifest unknown", re.IGNORECASE)
 
 
 def transient_text(text: str) -> bool:
@@ -65,6 +69,9 @@ class BuildStatus:
     digest: str | None = None
     message: str = ""
     transient: bool = False   # a failure worth another attempt (eviction, lost node, registry 5xx)
+    #: the build object is given up on while it may still run (a Build left New past its bound):
+    #: it is deleted, so that it never pushes later under a pool that says Failed
+    abandon: bool = False
 
 
 class Builder(Protocol):

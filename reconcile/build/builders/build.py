@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -43,13 +44,28 @@ NEW_BOUND_SECONDS = 1800
 @functools.cache
 def reasons() -> dict[str, dict[str, str]]:
     """status.reason -> {retry: always|never|log, hint} (manifests/build-reasons.yaml)."""
-    return templates.table("build-reasons.yaml")
+    return templates.table("build-reasons.yaml")["reasons"]
 
 
-def transient(reason: str | None, log: str) -> bool:
-    """Is a failure with this reason (and log snippet) worth another attempt?"""
-    policy = (reasons().get(reason or "") or {}).get("retry", "log")
-    return policy == "always" or (policy == "log" and transient_text(log))
+@functools.cache
+def _messages() -> tuple[tuple[re.Pattern[str], dict[str, str]], ...]:
+    return tuple((re.compile(m["pattern"], re.IGNORECASE), m)
+                 for m in templates.table("build-reasons.yaml").get("messages") or [])
+
+
+def policy(status: Mapping[str, Any]) -> dict[str, str]:
+    """The table's row for this status: a message that says more than its reason first."""
+    message = str(status.get("message") or "")
+    for pattern, row in _messages():
+        if pattern.search(message):
+            return row
+    return reasons().get(status.get("reason") or "") or {}
+
+
+def transient(status: Mapping[str, Any], log: str) -> bool:
+    """Is a failure with this status (and log snippet) worth another attempt?"""
+    retry = policy(status).get("retry", "log")
+    return retry == "always" or (retry == "log" and transient_text(log))
 
 
 def render(ctx: BuildContext) -> dict[str, Any]:
@@ -61,7 +77,7 @@ def _detail(status: Mapping[str, Any]) -> str:
     reason = status.get("reason")
     parts = [p.rstrip(".") for p in (reason, status.get("message"), last_line(status.get("logSnippet", "")))
              if p]
-    hint = (reasons().get(reason or "") or {}).get("hint")
+    hint = policy(status).get("hint")
     return "; ".join(x for x in (": ".join(parts) or "no reason given", hint) if x)
 
 
@@ -88,9 +104,9 @@ def read_status(build: Mapping[str, Any], now: datetime | None = None) -> BuildS
             return BuildStatus(_STATES[phase])
         age = _age(build, now)
         if age is not None and age > NEW_BOUND_SECONDS:
-            return BuildStatus(A.FAILED, transient=transient(status.get("reason"), ""), message=A.one_line(
-                f"build {where} stayed {phase} for more than {NEW_BOUND_SECONDS // 60} minutes: "
-                f"{_detail(status)}"))
+            return BuildStatus(A.FAILED, transient=transient(status, ""), abandon=True, message=A.one_line(
+                f"build {where} stayed {phase} for more than {NEW_BOUND_SECONDS // 60} minutes after it "
+                f"was created: {_detail(status)}"))
         return BuildStatus(A.PENDING, message=A.one_line(f"build {where} is {phase}: {_detail(status)}"))
     if phase == "Complete":
         digest = ((status.get("output") or {}).get("to") or {}).get("imageDigest") or ""
@@ -100,6 +116,5 @@ def read_status(build: Mapping[str, Any], now: datetime | None = None) -> BuildS
                                              "in status.output.to.imageDigest")
     if phase in _FAILED:
         return BuildStatus(A.FAILED, message=A.one_line(f"build {where} {phase.lower()}: {_detail(status)}"),
-                           transient=phase != "Cancelled" and transient(status.get("reason"),
-                                                                        status.get("logSnippet", "")))
+                           transient=phase != "Cancelled" and transient(status, status.get("logSnippet", "")))
     return BuildStatus(A.PENDING)
