@@ -98,10 +98,15 @@ TESTS = [
 ]
 
 
-def test_each_alert_fires_when_it_should_and_only_then(promtool, rules, tmp_path):
+def promtool_test_rules(promtool, rules, tmp_path, tests):
+    """`promtool test rules` on these unit tests of the rule file."""
     spec = tmp_path / "tests.yaml"
-    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": TESTS}))
-    out = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=120)
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}))
+    return subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=120)
+
+
+def test_each_alert_fires_when_it_should_and_only_then(promtool, rules, tmp_path):
+    out = promtool_test_rules(promtool, rules, tmp_path, TESTS)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout
 
@@ -109,7 +114,4 @@ def test_each_alert_fires_when_it_should_and_only_then(promtool, rules, tmp_path
 def test_a_wrong_expectation_fails_so_the_test_can_fail(promtool, rules, tmp_path):
     wrong = [dict(TESTS[0], alert_rule_test=[{"eval_time": "5m", "alertname": "OclPoolNeedsAttention",
                                               "exp_alerts": [{"exp_labels": {"pool": "worker"}}]}])]
-    spec = tmp_path / "tests.yaml"
-    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": wrong}))
-    out = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
+    assert promtool_test_rules(promtool, rules, tmp_path, wrong).returncode != 0

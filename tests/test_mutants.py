@@ -7,22 +7,13 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 
-import kubelet
-
 from reconcile.cluster import AlreadyExists, Conflict, lease
 from reconcile.contract import annotations as A
 from tests import factory as F
 from tests.test_metrics import samples
+from tests.test_rbac import phase
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-def phase(items, name):
-    items = copy.deepcopy(items)
-    for obj in items:
-        if obj["kind"] in ("Pod", "Build"):
-            kubelet.set_phase(obj, name)
-    return items
 
 
 def test_a_built_pool_whose_image_annotation_was_removed_gets_its_image_back(run_cli):
