@@ -228,14 +228,14 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs, or
     # an earlier install's in the MCO's namespace (docs/namespace.md, "Moving an install")
-    places = {settings.namespace, MCO_NAMESPACE}
+    attempts = range(1, A.MAX_ATTEMPTS + 1)
+    there = {desired.build_ref(builder, MCO_NAMESPACE, inp, n) for n in attempts}
     ids = (inp.build_id, *(desired.legacy_build_ids(inp, settings) if A.ARCH not in ann else ()))
-    legacy = {desired.build_ref(builder, ns, inp, n, old) for ns in places for old in ids
-              for n in range(1, A.MAX_ATTEMPTS + 1)} - {ref}
+    legacy = ({desired.build_ref(builder, ns, inp, n, old) for ns in (settings.namespace, MCO_NAMESPACE)
+               for old in ids for n in attempts}) - {ref}
     # a failure the install in the MCO's namespace recorded for these inputs stays a failure (no
     # automatic retry: a new rebuild token asks for one), as it would have there
-    failed_there = ann.get(A.STATE) in (A.FAILED, A.INTERRUPTED) and ann.get(A.BUILD) in {
-        desired.build_ref(builder, MCO_NAMESPACE, inp, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
+    failed_there = ann.get(A.STATE) in (A.FAILED, A.INTERRUPTED) and ann.get(A.BUILD) in there
     observed = Observation(recorded=ann.get(A.STATE), at_ref=ann.get(A.BUILD) == ref or failed_there,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
