@@ -42,9 +42,9 @@ demo: install
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run4.yaml && echo 'no differences: nothing is built again'
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
-# pinned in tests/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
+# pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
 realapi:
-	@if command -v go >/dev/null; then bash tests/realapi/build.sh >/dev/null; \
+	@if command -v go >/dev/null; then bash tests/tools/realapi/build.sh >/dev/null; \
 	  else echo 'go is not on the PATH: the realapi suite will skip (OCL_REALAPI=require makes it fail)'; fi
 
 test: install realapi

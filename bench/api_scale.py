@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import kubelet  # noqa: E402
 from plan_scale import sample_machineconfig  # noqa: E402
 
-from tests import factory as F  # noqa: E402
-from tests.apiserver import APIServer  # noqa: E402
+from tests.support import factory as F  # noqa: E402
+from tests.support.apiserver import APIServer  # noqa: E402
 
 
 def cluster(n: int, mc: dict) -> list[dict]:
@@ -86,7 +86,7 @@ def report(n: int, label: str, count: int, figures: tuple[float, float, float], 
 
 
 def real_runs(mc: dict, sizes: list[int]) -> int:
-    from tests import realserver
+    from tests.support import realserver
     bindir = realserver.cache_dir()
     if not (bindir / "kube-apiserver").is_file():
         print(f"error: no kube-apiserver in {bindir}: run `make realapi` first", file=sys.stderr)

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from reconcile.build import settings  # noqa: E402
 from reconcile.cluster.memory import MemoryCluster  # noqa: E402
 from reconcile.core import lifecycle  # noqa: E402
-from tests import factory as F  # noqa: E402
+from reconcile.imagebuild import settings  # noqa: E402
+from tests.support import factory as F  # noqa: E402
 
 SHARED_MC = ROOT.parent / "shared/machineconfigs/generated/mc-synthetic-rendered-worker-from-templates.json"
 

@@ -7,7 +7,7 @@ merges after the pool's others) and `os-image-url-overridden: "true"`, named fro
     python3 examples/mco.py IN.yaml OUT.yaml
 
 A shortcut for a snapshot that holds rendered configs but not their sources: the tests use the
-fuller imitation in tests/mcorender.py, which merges source MachineConfigs as upstream does and
+fuller imitation in tests/support/mcorender.py, which merges source MachineConfigs as upstream does and
 cites openshift/machine-config-operator for each rule. Neither is the MCO: no node is updated.
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reconcile.build import settings  # noqa: E402
 from reconcile.cluster import snapshot  # noqa: E402
+from reconcile.imagebuild import settings  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.build import imageref
+from reconcile.imagebuild import imageref
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",

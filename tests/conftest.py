@@ -8,8 +8,8 @@ import pytest
 
 from reconcile import cli
 from reconcile.cluster import snapshot
-from tests import factory, realserver
-from tests.apiserver import APIServer
+from tests.support import factory, realserver
+from tests.support.apiserver import APIServer
 
 sys.path.insert(0, str(factory.ROOT / "examples"))
 

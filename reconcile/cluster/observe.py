@@ -13,14 +13,14 @@ from datetime import datetime
 from typing import Any
 
 from reconcile import registry
-from reconcile.build import builders, buildinputs, clusterfacts, osstream, proxy, settings
-from reconcile.build.settings import Settings, SettingsError
 from reconcile.cluster import Cluster, Forbidden, NotFound
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, images, lifecycle, rollout
 from reconcile.core.actions import PoolPlan
+from reconcile.imagebuild import builders, buildinputs, clusterfacts, osstream, proxy, settings
+from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Kinds whose objects we create, hence LIST with our selector.
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
@@ -348,7 +348,7 @@ class Planner:
 
     def push_auths(self) -> dict[str, Any]:
         """Registry credentials for pruning, from the push secret (read when first needed)."""
-        from reconcile.build import auth
+        from reconcile.imagebuild import auth
         found = self.seen.settings
         assert isinstance(found, Settings)
         ns, name = settings.secret_location(found.namespace, found.push_secret)

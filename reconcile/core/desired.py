@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconcile.build import (
+from reconcile.contract import annotations as A
+from reconcile.contract import naming
+from reconcile.imagebuild import (
     architecture,
     auth,
     buildinputs,
@@ -20,10 +22,8 @@ from reconcile.build import (
     proxy,
     templates,
 )
-from reconcile.build.builders.base import BuildContext
-from reconcile.build.settings import CUSTOM_POD_BUILDER, Settings
-from reconcile.contract import annotations as A
-from reconcile.contract import naming
+from reconcile.imagebuild.builders.base import BuildContext
+from reconcile.imagebuild.settings import CUSTOM_POD_BUILDER, Settings
 
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -15,9 +15,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from reconcile.build import templates
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
+from reconcile.imagebuild import templates
 
 #: Where Events about pools go (see above); `kubectl describe mcp` searches every namespace.
 NAMESPACE = "default"

@@ -5,7 +5,7 @@ Each run looks at the cluster once. The pool's annotations say which build the r
 about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one: objects
 are created before the state that names them is written, and a success (or a retry's new
 attempt) is recorded before the older build objects are deleted. `Transition` holds the README's
-lifecycle table, row by row; tests/test_lifecycle_unit.py checks the two against each other.
+lifecycle table, row by row; tests/unit/test_lifecycle_unit.py checks the two against each other.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile.build import architecture, builders, clusterfacts, imagecontent
-from reconcile.build.builders.base import Builder, BuildStatus
-from reconcile.build.settings import MCO_NAMESPACE, Settings
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, events, images, patches, rollout
 from reconcile.core.actions import Action, PoolPlan
+from reconcile.imagebuild import architecture, builders, clusterfacts, imagecontent
+from reconcile.imagebuild.builders.base import Builder, BuildStatus
+from reconcile.imagebuild.settings import MCO_NAMESPACE, Settings
 
 #: Passed as a MachineConfig that does not exist.
 MISSING: Mapping[str, Any] = {}

@@ -24,12 +24,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile.build import templates
-from reconcile.build.osstream import named as stream
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects, selector
 from reconcile.core import events, patches
 from reconcile.core.actions import Action
+from reconcile.imagebuild import templates
+from reconcile.imagebuild.osstream import named as stream
 
 PREFIX = "ocl-osimageurl-"
 ROLE_LABEL = "machineconfiguration.openshift.io/role"

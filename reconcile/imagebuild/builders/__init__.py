@@ -1,0 +1,31 @@
+"""The image builders, one module each, behind the interface in `base` (looked up by type)."""
+
+from __future__ import annotations
+
+import functools
+
+from reconcile.imagebuild import settings
+from reconcile.imagebuild.builders import build, pod
+from reconcile.imagebuild.builders.base import BuildContext, Builder
+
+#: Each builder module is a `Builder` (base.py): a module satisfies the protocol by its attributes.
+BUILDERS: dict[str, Builder] = {settings.CUSTOM_POD_BUILDER: pod,      # type: ignore[dict-item]
+                                settings.OPENSHIFT_IMAGE_BUILDER: build}
+
+
+def for_type(builder_type: str) -> Builder:
+    """The builder of a type that settings.read validated (KeyError for any other)."""
+    return BUILDERS[builder_type]
+
+
+@functools.cache
+def reserved() -> tuple[frozenset[str], frozenset[str]]:
+    """Env var names and paths the build itself uses, read off a rendered build Pod: a build input
+    must not take them."""
+    ctx = BuildContext(**{f: "x" for f in ("namespace", "pool", "rendered_config", "name", "tag",
+                                            "dockerfile_configmap", "pull_secret", "push_secret",
+                                            "buildah_image")},
+                       machineconfig_configmaps=("x",), labels={}, annotations={}, owner={})
+    (container,) = pod.render(ctx)["spec"]["containers"]
+    return (frozenset(e["name"] for e in container["env"]),
+            frozenset(m["mountPath"] for m in container["volumeMounts"]))

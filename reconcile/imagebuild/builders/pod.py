@@ -1,0 +1,76 @@
+"""custom-pod-builder: a bare Pod that runs buildah, the digest returned as the termination message."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.imagebuild import imageref, templates
+from reconcile.imagebuild.builders.base import BuildContext, BuildStatus, last_line, transient_text
+
+kind = "Pod"
+api_version = "v1"
+#: env vars may come from Secret and ConfigMap keys (valueFrom): a container's env takes them
+ENV_BY_REFERENCE = True
+#: buildah in our Pod knows the cluster's mirrors and policy only from us
+CONTAINERS_CONF = True
+#: the Pod is ours: its own paths are refused when inputs are found (builders.reserved)
+RESERVED_MOUNTS: frozenset[str] = frozenset()
+RESERVED_UNDER: tuple[str, ...] = ()
+CONTAINER = "image-build"
+
+
+def render(ctx: BuildContext) -> dict[str, Any]:
+    return templates.render_object(
+        "pod-buildah.yaml.j2", script=templates.source("build-pod.sh"), **vars(ctx))
+
+
+def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            return (status.get("state") or {}).get("terminated") or {}
+    return {}
+
+
+def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
+    """The Pod's state (`now` is not needed: the kubelet reports every end itself)."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    where = objects.ref(pod)
+    if phase == "Running":
+        return BuildStatus(A.BUILDING)
+    if phase == "Succeeded":
+        digest = (_terminated(pod).get("message") or "").strip()
+        if imageref.SHA256_DIGEST.match(digest):
+            return BuildStatus(A.SUCCEEDED, digest=digest)
+        return BuildStatus(A.FAILED, message=f"build {where} succeeded without a sha256 digest "
+                                             "in its termination message")
+    if phase == "Failed":
+        term = _terminated(pod)
+        pod_reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p)
+        reason = last_line(term.get("message", "")) or term.get("reason") or pod_reason or "no reason given"
+        code = term.get("exitCode")
+        suffix = f" (exit code {code})" if code is not None else ""
+        transient = status.get("reason") in LOST or transient_text(term.get("message", ""))
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{suffix}: {reason}"),
+                           transient=transient)
+    waiting = _waiting(pod)
+    if waiting.get("reason") in PULL_BACK_OFF:
+        return BuildStatus(A.FAILED, transient=True, message=A.one_line(
+            f"build {where}: {waiting['reason']} on the builder image: {waiting.get('message', '')}"))
+    return BuildStatus(A.PENDING)
+
+
+#: Pod status reasons that mean the node or the kubelet lost the Pod, not that the build failed.
+LOST = {"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError",
+        "Preempting", "DeadlineExceeded"}
+PULL_BACK_OFF = {"ImagePullBackOff", "ErrImagePull"}
+
+
+def _waiting(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            return (status.get("state") or {}).get("waiting") or {}
+    return {}

@@ -1,0 +1,91 @@
+"""What a build depends on beyond the settings and the pool's own objects: the OS stream the pool
+builds on (build/osstream.py) and its nodes' architecture (build/architecture.py), each read from
+the cluster at most once per run.
+
+- The singleton `OSImageStream` is read (one GET) whenever some pool is opted in: a pool that names
+  no stream builds on the default one. Where the API is not served the GET answers 404 and the
+  ConfigMap's images stand.
+- The nodes are read (one metadata-only LIST) when some pool's build is due or some pool has no
+  architecture recorded (`ocl-reconciler.io/arch` absent or empty: a new pool, one an earlier
+  version built, one built before it had nodes, one Blocked before its first build). Only those
+  pools (`fresh`) take their architecture from the nodes; every other pool's recorded architecture
+  stands until its own next build, so one pool's new build never changes another's build id."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.imagebuild import architecture, osstream
+
+
+class Unfit(ValueError):
+    """No image of these inputs could boot the pool's nodes, or what decides it could not be read;
+    the message says why."""
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    #: the OSImageStream `cluster` (None: absent or not served)
+    streams: Mapping[str, Any] | None = None
+    #: the nodes (labels are enough); None: not read this run
+    nodes: tuple[Mapping[str, Any], ...] | None = None
+    #: every pool: a node belongs to one only
+    pools: tuple[Mapping[str, Any], ...] = ()
+    #: the pools whose architecture comes from `nodes` (None: every pool)
+    fresh: frozenset[str] | None = None
+    #: why the facts could not be read (a 403): every pool that needs them is Blocked saying so
+    problem: str = ""
+
+    @functools.cached_property
+    def members(self) -> dict[str, list[Mapping[str, Any]]]:
+        """Each pool's nodes, worked out once for all pools."""
+        return architecture.members(self.pools, self.nodes or ())
+
+    def reads_nodes_for(self, pool: str) -> bool:
+        return self.nodes is not None and (self.fresh is None or pool in self.fresh)
+
+
+def stream(pool: Mapping[str, Any], facts: ClusterFacts) -> osstream.Stream | None:
+    if facts.problem:
+        raise Unfit(facts.problem)
+    try:
+        return osstream.of_pool(pool, facts.streams)
+    except osstream.Unlisted as err:
+        raise Unfit(str(err)) from None
+
+
+def arch(pool: Mapping[str, Any], facts: ClusterFacts) -> str:
+    """The architecture to build the pool for: its nodes' where they are read for it, else the one
+    recorded. A pool with none of its nodes left (scaled to zero) keeps the one recorded: its next
+    nodes are most likely of it, and an image of another would not boot them. Raises Unfit."""
+    recorded = objects.annotations(pool).get(A.ARCH) or ""
+    if recorded and not facts.reads_nodes_for(objects.name(pool)):
+        return recorded
+    try:
+        found = architecture.of_pool(pool, facts.pools, facts.nodes or (), facts.members)
+    except architecture.Mixed as err:
+        raise Unfit(str(err)) from None
+    return found.name or recorded
+
+
+def _in_scope(pools: Iterable[Mapping[str, Any]], only: Iterable[str]) -> list[Mapping[str, Any]]:
+    selected = set(only)
+    return [p for p in pools if A.LAYERING_LABEL in objects.labels(p)
+            and (not selected or objects.name(p) in selected)]
+
+
+def needs_streams(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> bool:
+    """Some pool is opted in: where the cluster lists OS streams, a pool that names none builds on
+    the default stream, so the singleton is read whenever there is a pool to build."""
+    return bool(_in_scope(pools, only))
+
+
+def unrecorded(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> frozenset[str]:
+    """The opted-in pools with no architecture recorded: their nodes are read before deciding."""
+    return frozenset(objects.name(p) for p in _in_scope(pools, only)
+                     if not objects.annotations(p).get(A.ARCH))

@@ -1,0 +1,245 @@
+"""The cluster-wide build settings, read from the ConfigMaps the MCO defined, and validated.
+
+Reading is pure: the shell hands over the ConfigMaps and Secrets it fetched; a problem becomes a
+one-line reason that blocks every opted-in pool (it is not fatal: other work and the snapshot go on).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconcile.imagebuild import auth, imageref
+
+BUILD_CONFIG = "on-cluster-build-config"
+OSIMAGEURL = "machine-config-osimageurl"
+CUSTOM_DOCKERFILE = "on-cluster-build-custom-dockerfile"
+SETTINGS_CONFIGMAPS = (BUILD_CONFIG, OSIMAGEURL, CUSTOM_DOCKERFILE)
+
+CUSTOM_POD_BUILDER = "custom-pod-builder"
+OPENSHIFT_IMAGE_BUILDER = "openshift-image-builder"
+BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
+#: How a built image reaches the nodes (key `rollout`). `annotation`, the default, only records it
+#: on the pool (what earlier versions did, so upgrading never starts reboots by itself);
+#: `machineconfig` also writes a MachineConfig holding only `spec.osImageURL`, which the MCO
+#: renders and rolls out (core/rollout.py).
+ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG = "annotation", "machineconfig"
+ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
+#: The build Pod's image where the cluster has no MCO (plain Kubernetes): a moving tag, so set
+#: `buildahImage` (README, "The builder image").
+DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
+#: The MCO's own images of the release, digest-pinned and mirrored with it (openshift/
+#: machine-config-operator install/0000_80_machine-config_02_images.configmap.yaml, parsed by
+#: pkg/controller/common/images.go): `machineConfigOperator` is the image the MCO's build Pod runs
+#: buildah in (pkg/controller/build/buildrequest/buildrequest.go), and our default where it exists.
+MCO_NAMESPACE = "openshift-machine-config-operator"
+MCO_IMAGES = "machine-config-operator-images"
+MCO_IMAGES_KEY, MCO_IMAGE_FIELD = "images.json", "machineConfigOperator"
+#: What the MCO publishes in its namespace and we read there, by name only (RBAC `resourceNames`):
+#: the release's OS images and its own images. Our settings live in our own namespace.
+MCO_PUBLISHED = (OSIMAGEURL, MCO_IMAGES)
+#: Without baseImagePullSecretName the cluster's global pull secret is used, as the MCO does
+#: (openshift/machine-config-operator #4756); a reference to another namespace is `namespace/name`.
+GLOBAL_PULL_SECRET = "openshift-config/pull-secret"
+_PRINTABLE_LINE = re.compile(r"^[^\x00-\x1f\x7f]*$")
+#: MachineOSConfig's renderedImagePushSpec rule (openshift/api, machineosconfigs CRD,
+#: x-kubernetes-validations): host[:port][/namespace]/name:tag with a registry host, or a service
+#: name.namespace.svc:port/repository/name:tag. So: a registry host, a tag, no digest.
+_PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
+                         r"(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+:[a-zA-Z0-9._-]+$"),
+              re.compile(r"^[^.]+\.[^.]+\.svc:\d+\/[^\/]+\/[^\/]+:[^\/]+$"))
+
+
+#: What a build may use (keys of on-cluster-build-config), the same for the buildah Pod and the
+#: OpenShift Build's Pod: a layered OS build unpacks and commits a whole OS image (vfs storage), so
+#: it asks for a CPU and 2 GiB and may grow to 8 GiB; without them the Pod is BestEffort, the
+#: first a node evicts. No CPU limit (throttling only slows it). The deadline bounds a hung build:
+#: the Pod's activeDeadlineSeconds, the Build's completionDeadlineSeconds (OpenShift's default is a
+#: week: openshift-controller-manager pkg/build/controller/strategy/util.go, setupActiveDeadline).
+BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
+                   "buildMemoryRequest": ("requests", "memory", "2Gi"),
+                   "buildMemoryLimit": ("limits", "memory", "8Gi")}
+BUILD_TIMEOUT_KEY, DEFAULT_BUILD_TIMEOUT = "buildTimeoutSeconds", 7200
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+class SettingsError(ValueError):
+    """One line naming the ConfigMap or Secret and the key that is wrong."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str
+    pull_secret: str
+    push_secret: str
+    pullspec: str
+    repo: str
+    builder_type: str
+    base_image: str
+    extensions_image: str
+    release_version: str
+    buildah_image: str
+    custom_dockerfiles: Mapping[str, str] = field(default_factory=dict)
+    rollout: str = ROLLOUT_ANNOTATION
+    #: the build's requests and limits ({"requests": {...}, "limits": {...}}) and deadline
+    build_resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _resources({}))
+    build_timeout: int = DEFAULT_BUILD_TIMEOUT
+
+    @property
+    def machineconfig_rollout(self) -> bool:
+        return self.rollout == ROLLOUT_MACHINECONFIG
+
+
+def _data(cm: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return (cm or {}).get("data") or {}
+
+
+def _required(cm_name: str, data: Mapping[str, str], key: str) -> str:
+    value = data.get(key)
+    if value is None:
+        raise SettingsError(f"ConfigMap {cm_name}: required key {key!r} is missing")
+    if not str(value).strip():
+        raise SettingsError(f"ConfigMap {cm_name}: required key {key!r} is empty")
+    return str(value).strip()
+
+
+def _image(cm_name: str, key: str, value: str) -> str:
+    try:
+        imageref.parse(value)
+    except imageref.InvalidReference as err:
+        raise SettingsError(f"ConfigMap {cm_name}: key {key!r}: {err}") from None
+    return value
+
+
+def _push_spec(value: str) -> str:
+    if len(value) > 447 or not any(p.match(value) for p in _PUSH_SPEC):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePullspec': {value!r} must be "
+                            "host[:port][/namespace]/name:tag with a registry host and no digest "
+                            "(as MachineOSConfig's renderedImagePushSpec)")
+    return value
+
+
+def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> Settings:
+    """Settings from the three ConfigMaps (by name; None = absent). Raises SettingsError."""
+    for required in (BUILD_CONFIG, OSIMAGEURL):
+        if configmaps.get(required) is None:
+            where = MCO_NAMESPACE if required in MCO_PUBLISHED else namespace
+            raise SettingsError(f"ConfigMap {where}/{required} not found")
+    build = _data(configmaps[BUILD_CONFIG])
+    pull = GLOBAL_PULL_SECRET if "baseImagePullSecretName" not in build else \
+        _required(BUILD_CONFIG, build, "baseImagePullSecretName")
+    push = _required(BUILD_CONFIG, build, "finalImagePushSecretName")
+    pullspec = _push_spec(_image(BUILD_CONFIG, "finalImagePullspec",
+                                 _required(BUILD_CONFIG, build, "finalImagePullspec")))
+    builder = (build.get("imageBuilderType") or "").strip() or CUSTOM_POD_BUILDER
+    if builder not in BUILDER_TYPES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'imageBuilderType': unknown builder "
+                            f"{builder!r} (want one of {', '.join(BUILDER_TYPES)})")
+    rollout = (build.get("rollout") or "").strip() or ROLLOUT_ANNOTATION
+    if rollout not in ROLLOUT_MODES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
+                            f"(want one of {', '.join(ROLLOUT_MODES)})")
+    buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
+        else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
+    osurl = _data(configmaps[OSIMAGEURL])
+    base = _image(OSIMAGEURL, "baseOSContainerImage",
+                  _required(OSIMAGEURL, osurl, "baseOSContainerImage"))
+    ext = (osurl.get("baseOSExtensionsContainerImage") or "").strip()
+    if ext:
+        _image(OSIMAGEURL, "baseOSExtensionsContainerImage", ext)
+    release = (osurl.get("releaseVersion") or "").strip()
+    if not _PRINTABLE_LINE.match(release):
+        raise SettingsError(f"ConfigMap {OSIMAGEURL}: key 'releaseVersion' holds control characters")
+    return Settings(
+        namespace=namespace, pull_secret=pull, push_secret=push, pullspec=pullspec,
+        repo=imageref.parse(pullspec).repo, builder_type=builder, base_image=base,
+        extensions_image=ext, release_version=release, buildah_image=buildah,
+        custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
+        build_resources=_resources(build), build_timeout=_timeout(build),
+    )
+
+
+def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    for key, (kind, resource, default) in BUILD_RESOURCES.items():
+        value = str(build.get(key) or "").strip() or default
+        if not _QUANTITY.match(value):
+            raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a quantity "
+                                "(e.g. 500m, 2, 4Gi)")
+        out[kind][resource] = value
+    if _amount(out["requests"]["memory"]) > _amount(out["limits"]["memory"]):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: buildMemoryRequest {out['requests']['memory']} is "
+                            f"more than buildMemoryLimit {out['limits']['memory']} (the API server refuses "
+                            "the Pod)")
+    return out
+
+
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "m": 10**-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def _amount(quantity: str) -> float:
+    number = re.match(r"^[0-9.]+", quantity).group()             # _QUANTITY matched already
+    return float(number) * _SUFFIX[quantity[len(number):]]
+
+
+def _timeout(build: Mapping[str, str]) -> int:
+    value = str(build.get(BUILD_TIMEOUT_KEY) or "").strip() or str(DEFAULT_BUILD_TIMEOUT)
+    if not re.fullmatch(r"[0-9]+", value) or int(value) <= 0:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {BUILD_TIMEOUT_KEY!r}: {value!r} is not a "
+                            "positive number of seconds")
+    return int(value)
+
+
+def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> str:
+    """The build Pod's image: `buildahImage`, else the MCO's own image of the release, else the
+    default."""
+    explicit = (build.get("buildahImage") or "").strip()
+    if explicit:
+        return _image(BUILD_CONFIG, "buildahImage", explicit)
+    if mco_images is None:
+        return DEFAULT_BUILDAH_IMAGE
+    where = f"ConfigMap {MCO_NAMESPACE}/{MCO_IMAGES}"
+    try:
+        images = json.loads(_data(mco_images).get(MCO_IMAGES_KEY) or "")
+    except ValueError:
+        images = None
+    image = images.get(MCO_IMAGE_FIELD) if isinstance(images, dict) else None
+    if not isinstance(image, str) or not image.strip():
+        raise SettingsError(f"{where}: key {MCO_IMAGES_KEY!r} has no field {MCO_IMAGE_FIELD!r} (the build "
+                            f"Pod's default image); set 'buildahImage' in ConfigMap {BUILD_CONFIG}")
+    try:
+        imageref.parse(image.strip())
+    except imageref.InvalidReference as err:
+        raise SettingsError(f"{where}: {MCO_IMAGES_KEY} field {MCO_IMAGE_FIELD!r}: {err}") from None
+    return image.strip()
+
+
+def secret_location(namespace: str, ref: str) -> tuple[str, str]:
+    """(namespace, name) of a secret reference: `name` in our namespace, or `namespace/name`."""
+    ns, _, name = ref.rpartition("/")
+    return ns or namespace, name
+
+
+def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
+                 namespace: str) -> None:
+    """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
+    we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
+    if secret is None:
+        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
+                            f"{settings_key!r}) not found")
+    data = secret.get("data") or {}
+    if not {".dockerconfigjson", ".dockercfg"} & set(data):
+        kind = secret.get("type", "Opaque")
+        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
+                            f"{settings_key!r}) is of type {kind} without key .dockerconfigjson; "
+                            f"want type {auth.DOCKERCONFIGJSON}")
+    try:
+        auth.auths(secret)
+    except auth.AuthError:
+        key = ".dockerconfigjson" if ".dockerconfigjson" in data else ".dockercfg"
+        raise SettingsError(f"Secret {namespace}/{secret_name}: key {key} is empty "
+                            f"or not a JSON object") from None

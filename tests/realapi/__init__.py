@@ -1,0 +1,1 @@
+"""Tests against a real kube-apiserver and etcd (tests/support/realserver.py)."""

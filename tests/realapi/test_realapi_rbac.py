@@ -1,0 +1,243 @@
+"""Least privilege, proven by the real RBAC authorizer: the Roles and the ClusterRole that
+`kubectl kustomize kustomize/base` renders are installed on the real kube-apiserver, the reconciler
+runs as its ServiceAccount with a TokenRequest token, and every scenario passes; then each verb of
+each rule is removed in turn, and a scenario must fail with the server's 403, reported by us.
+(tests/standin/test_rbac.py proves the same faster against the stand-in, with what only it can inject.)"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from reconcile.cluster import lease, live
+from reconcile.contract import annotations as A
+from reconcile.contract import naming
+from tests.support import factory as F
+from tests.support import realserver
+from tests.unit.test_builders import dockercfg_secret, labelled
+from tests.unit.test_proxy import proxy_objects
+
+pytestmark = pytest.mark.realapi
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def settings(builder: str) -> list[dict[str, Any]]:
+    """A legacy pull secret (converted into a Secret of ours) and a labelled build input."""
+    return [F.build_config(imageBuilderType=builder), F.osimageurl(),
+            dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}), F.secret("push-secret"),
+            labelled("Secret", "proxy", "proxy", {"https_proxy": "http://p:3128"})]
+
+
+def lifecycle(builder):
+    """Opt in (with the cluster Proxy and its trust bundle), the build runs, succeeds, is told."""
+    def scenario(real) -> bool:
+        real.seed(F.cluster(settings=settings(builder), extra=proxy_objects()))
+        codes = [real.run()[0]]
+        for phase in ("Running", "Succeeded"):
+            real.finish(phase)
+            codes.append(real.run()[0])
+        told = sorted(e["reason"] for e in real.events())
+        return codes == [0, 0, 0] and real.ann().get(A.STATE) == A.SUCCEEDED and told == [
+            "BuildRunning", "BuildStarted", "BuildSucceeded"]
+    return scenario
+
+
+def adoption(builder):
+    """Each create's response is lost once (the server made the object): the retry meets 409 and
+    adopts it."""
+    def scenario(real) -> bool:
+        real.seed(F.cluster(settings=settings(builder)))
+        original, lost = live.LiveCluster.create, set()
+
+        def create(self, obj):
+            if obj["kind"] in ("ConfigMap", "Secret", "Pod", "Build") and obj["kind"] not in lost:
+                lost.add(obj["kind"])
+                original(self, obj)                # made, but its answer never arrived
+            return original(self, obj)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(live.LiveCluster, "create", create)
+            code, _ = real.run()
+        return code == 0 and real.ann().get(A.STATE) == A.PENDING
+    return scenario
+
+
+def lease_takeover(real) -> bool:
+    stale = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": lease.NAME, "namespace": F.NS},
+             "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": 60,
+                      "renewTime": (F.NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+    real.seed(F.cluster(extra=[stale]))
+    code, _ = real.run()
+    return code == 0 and real.api.get("Lease", F.NS, lease.NAME) is None
+
+
+def drift_and_conflict(real) -> bool:
+    """A killed run left objects of ours that someone since recreated with other content; one is
+    recreated again between our read and our delete (the real 409 of a uid precondition)."""
+    real.seed(F.cluster(settings=settings("custom-pod-builder")))
+    if real.run()[0] != 0:
+        return False
+    pool = real.pool()
+    pool["metadata"]["annotations"] = {"example.com/keep": "theirs"}
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    for obj in real.owned():
+        name = obj["metadata"]["name"]
+        real.api.request("DELETE", real.api.path(obj["kind"], F.NS, name))
+        if obj["kind"] == "Pod":
+            continue
+        key = "Dockerfile" if "Dockerfile" in obj.get("data", {}) else ".dockerconfigjson"
+        if key in obj.get("data", {}):
+            obj["data"][key] = base64.b64encode(b'{"auths": {}}').decode() if obj["kind"] == "Secret" \
+                else "FROM drift"
+            obj["metadata"]["annotations"][naming.CONTENT_HASH] = naming.content_hash(obj)
+        real.api.create(obj)
+    mark = real.api.audit_mark()
+    with pytest.MonkeyPatch.context() as patched:
+        real.recreate_before_our_first_delete("ConfigMap", patched)
+        code, _ = real.run()
+    audit = real.api.audit(mark, realserver.RECONCILER)
+    deleted = {e["objectRef"]["resource"] for e in audit if e["verb"] == "delete"
+               and e["responseStatus"]["code"] == 200}
+    conflicts = [e for e in audit if e["verb"] == "delete" and e["responseStatus"]["code"] == 409]
+    return code == 0 and {"configmaps", "secrets"} <= deleted and len(conflicts) == 1
+
+
+def pruning(real) -> bool:
+    """An old image is still used by a node: listed, kept, nothing deleted."""
+    old = F.REPO + "@sha256:" + "1" * 64
+    new = F.REPO + "@sha256:" + "2" * 64
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
+        "machineconfiguration.openshift.io/currentImage": old}}}
+    real.seed(F.cluster(F.pool(annotations={A.IMAGES: f"{new} {old}", A.IMAGE: new}), extra=[node]))
+    code, _ = real.run("--keep-images", "1")
+    return code == 0 and real.ann().get(A.IMAGES) == f"{new} {old}"
+
+
+def global_pull_secret(real) -> bool:
+    """No baseImagePullSecretName: openshift-config/pull-secret (RBAC by resourceNames) is copied."""
+    from tests.unit.test_blocked import global_pull_secret as the_secret
+    settings_ = [F.build_config(baseImagePullSecretName=None), F.osimageurl(), F.secret("push-secret")]
+    real.seed(F.cluster(settings=settings_, extra=[the_secret()]))
+    code, _ = real.run()
+    return code == 0 and real.ann().get(A.STATE) == A.PENDING
+
+
+SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secret": global_pull_secret,
+             "lifecycle-build": lifecycle("openshift-image-builder"),
+             "drift-and-conflict": drift_and_conflict, "lease-takeover": lease_takeover,
+             "adoption-pod": adoption("custom-pod-builder"),
+             "adoption-build": adoption("openshift-image-builder"), "pruning": pruning}
+
+
+def roles(server) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace or "", name) -> the installed Role or ClusterRole of ours."""
+    out = {}
+    for ns in (F.NS, F.MCO_NS, "openshift-config", "default"):
+        for role in server.request("GET", f"{RBAC}/namespaces/{ns}/roles")[1]["items"]:
+            if role["metadata"]["name"].startswith("ocl-reconciler"):
+                out[(ns, role["metadata"]["name"])] = role
+    out[("", "ocl-reconciler")] = server.request("GET", f"{RBAC}/clusterroles/ocl-reconciler")[1]
+    return out
+
+
+def _role_path(ns: str, name: str) -> str:
+    return f"{RBAC}/namespaces/{ns}/roles/{name}" if ns else f"{RBAC}/clusterroles/{name}"
+
+
+def _allowed(server, ns: str, resource: str, verb: str, group: str, name: str = "") -> bool:
+    res, _, sub = resource.partition("/")
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": realserver.RECONCILER,
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{F.NS}", "system:authenticated"],
+        "resourceAttributes": {"namespace": ns, "verb": verb, "group": group, "resource": res,
+                               "subresource": sub, "name": name}}}
+    return server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)[1][
+        "status"].get("allowed", False)
+
+
+def _put_rules(server, key, rules, wait_for: tuple[str, str, str, str, str, bool] | None = None) -> None:
+    import time
+    role = copy.deepcopy(server.request("GET", _role_path(*key))[1])
+    role["rules"] = rules
+    server.request("PUT", _role_path(*key), role)
+    deadline = time.monotonic() + 10
+    while wait_for and _allowed(server, *wait_for[:5]) != wait_for[5]:      # the authorizer's cache
+        assert time.monotonic() < deadline, f"RBAC change not seen: {wait_for}"
+        time.sleep(0.05)
+
+
+def removals():
+    for (ns, name), rules in _rendered().items():
+        for index, rule in enumerate(rules):
+            for verb in rule["verbs"]:
+                yield pytest.param(ns, name, index, verb,
+                                   id=f"{ns or 'cluster'}-{rule['resources'][0]}-{verb}")
+
+
+def _rendered() -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The rules kustomize/base renders (the source of truth the server was given)."""
+    import subprocess
+
+    import yaml
+    kubectl = realserver.kubectl_binary()
+    if kubectl is None:
+        return {}
+    out = subprocess.run([kubectl, "kustomize", str(F.ROOT / "kustomize/base")], capture_output=True,
+                         text=True, check=True).stdout
+    return {(d["metadata"].get("namespace", "") if d["kind"] == "Role" else "", d["metadata"]["name"]): d["rules"]
+            for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")}
+
+
+def test_every_scenario_passes_with_the_rendered_rules(real, server):
+    assert {k: r["rules"] for k, r in roles(server).items()} == _rendered()
+    for name, scenario in SCENARIOS.items():
+        server.reset()
+        assert scenario(real), name
+
+
+@pytest.mark.parametrize("ns, name, index, verb", list(removals()))
+def test_removing_any_verb_breaks_a_scenario_with_the_servers_403(real, server, ns, name, index, verb):
+    rules = _rendered()[(ns, name)]
+    rule = rules[index]
+    resource, group = rule["resources"][0], rule["apiGroups"][0]
+    narrowed = copy.deepcopy(rules)
+    narrowed[index]["verbs"] = [v for v in rule["verbs"] if v != verb]
+    narrowed = [r for r in narrowed if r["verbs"]]          # a rule needs at least one verb
+    where = ns or F.NS
+    named = (rule.get("resourceNames") or [""])[0]
+    _put_rules(server, (ns, name), narrowed, (where, resource, verb, group, named, False))
+    try:
+        broken = []
+        for scenario_name, scenario in SCENARIOS.items():
+            server.reset()
+            real.stderr.clear()
+            try:
+                ok = scenario(real)
+            except AssertionError:          # e.g. no build object to finish: the scenario broke
+                ok = False
+            err = "".join(real.stderr)
+            if not ok:
+                broken.append(scenario_name)
+                said = f'cannot {verb} resource \\"{resource}\\"' in err or \
+                    f'cannot {verb} resource "{resource}"' in err or \
+                    (resource == "builds/optimizeddocker" and "build strategy Docker is not allowed" in err)
+                assert said and "403 Forbidden" in err, (scenario_name, err[-800:])
+                break
+        assert broken, f"no scenario needs {verb} on {resource}: the rule is wider than the code"
+    finally:
+        _put_rules(server, (ns, name), rules, (where, resource, verb, group, named, True))
+        server.reset()
+
+
+def test_the_rendered_rules_name_build_subresources_explicitly():
+    """`create` on builds/optimizeddocker, which OpenShift's build admission checks for our
+    Docker-strategy Build with imageOptimizationPolicy SkipLayers."""
+    rules = _rendered()[(F.NS, "ocl-reconciler")]
+    assert {"apiGroups": ["build.openshift.io"], "resources": ["builds/optimizeddocker"],
+            "verbs": ["create"]} in rules
+    assert json.dumps(rules).count("events") == 0        # Events go to `default` (events.yaml)

@@ -1,0 +1,156 @@
+"""`rollout: machineconfig` on the real kube-apiserver, as the reconciler's ServiceAccount with the
+rollout Component installed (its ClusterRole and its ValidatingAdmissionPolicy decide every
+MachineConfig write), the real docker-registry for reuse, and the test-only render controller
+(tests/support/mcorender.py, upstream rules cited there) playing the MCO between runs. What the imitation
+does not prove (the daemon, drain, reboot, a node's pull) is said in the README."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconcile.contract import annotations as A
+from reconcile.core import rollout
+from tests.support import factory as F
+from tests.support import mcorender, realserver
+from tests.unit.test_rollout import mco_pool, source_mc
+
+pytestmark = pytest.mark.realapi
+BUILDERS = sorted(F.BUILD_KINDS)
+
+
+@pytest.fixture(scope="module")
+def component(server):
+    server.install_rollout()
+    try:
+        yield server
+    finally:
+        server.remove_rollout()
+
+
+def seed(real, builder, repo, host, *pools):
+    pools = pools or (mco_pool("worker", ("worker",)),)
+    real.seed([F.build_config(imageBuilderType=builder, rollout="machineconfig", finalImagePullspec=f"{repo}:latest"),
+               F.osimageurl(), F.secret("pull-secret"),
+               F.secret("push-secret", payload={"auths": {host: {"auth": "dTpw"}}}), *pools,
+               *(F.node(f"{p['metadata']['name']}-0", p["metadata"]["name"]) for p in pools),
+               source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)])
+    for pool in pools or (mco_pool("worker", ("worker",)),):
+        mcorender.sync_api(real.api, pool["metadata"]["name"], F.BASE)
+
+
+def writes(real, mark):
+    """The reconciler's writes since `mark` (the audit log), the Lease's aside."""
+    return sorted((e["verb"], e["objectRef"]["resource"]) for e in real.api.audit(mark, realserver.RECONCILER)
+                  if e["verb"] not in ("get", "list", "watch") and e["objectRef"]["resource"] != "leases")
+
+
+def ours(real, pool="worker"):
+    return real.api.get("MachineConfig", "", rollout.name(pool))
+
+
+def build(real, R, reg, marker, pool="worker"):
+    code, err = real.run()
+    assert code == 0 and real.ann(pool)[A.STATE] == A.PENDING, err
+    real.finish("Succeeded", pool, digest=R.push_image(reg, "ocl/os-image", marker))
+    code, err = real.run()
+    assert code == 0 and real.ann(pool)[A.STATE] == A.SUCCEEDED, err
+    return real.ann(pool)[A.IMAGE]
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(component, real, builder,
+                                                                                tmp_path):
+    from tests.support import realbuild as R
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        seed(real, builder, f"{reg.host}/ocl/os-image", reg.host)
+        mark = real.api.audit_mark()
+        image_a = build(real, R, reg, "a")
+        assert writes(real, mark).count(("create", "machineconfigs")) == 1
+        assert ours(real)["spec"] == {"osImageURL": image_a}
+
+        # the MCO re-renders the pool with our osImageURL: recorded in one patch, then nothing
+        rendered = mcorender.sync_api(real.api, "worker", F.BASE)
+        assert rendered["spec"]["osImageURL"] == image_a
+        mark = real.api.audit_mark()
+        assert real.run()[0] == 0
+        assert writes(real, mark) == [("patch", "machineconfigpools")]
+        assert real.ann()[A.RENDERED] == rendered["metadata"]["name"]
+        mark = real.api.audit_mark()
+        assert real.run()[0] == 0
+        assert writes(real, mark) == []
+        gets = [e["objectRef"].get("name") for e in real.api.audit(mark, realserver.RECONCILER)
+                if e["verb"] == "get" and e["objectRef"]["resource"] == "machineconfigs"]
+        assert gets == []                                 # the content digest is recorded: no read
+        lists = sorted(e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
+                       if e["verb"] == "list")
+        # the 6 LISTs of a steady run (README, "Live clusters") and one of our MachineConfigs
+        assert lists == sorted(["configmaps", "configmaps", "secrets", "pods", "builds", "machineconfigpools",
+                                "machineconfigs"])
+
+        # a kernel argument: a new rendered config, nothing to build
+        real.api.create(source_mc("99-worker-kargs", "worker", kernelArguments=["nosmt"]))
+        mcorender.sync_api(real.api, "worker", F.BASE)
+        mark = real.api.audit_mark()
+        assert real.run()[0] == 0
+        assert writes(real, mark) == [("patch", "machineconfigpools")]
+
+        # a real content change rebuilds and changes the MachineConfig once
+        real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
+        mcorender.sync_api(real.api, "worker", F.BASE)
+        mark = real.api.audit_mark()
+        image_b = build(real, R, reg, "b")
+        assert image_b != image_a
+        assert writes(real, mark).count(("patch", "machineconfigs")) == 1
+        assert ours(real)["spec"] == {"osImageURL": image_b}
+        mcorender.sync_api(real.api, "worker", F.BASE)
+        assert real.run()[0] == 0
+
+        # back to A's content: the registry still has A's image, reused, the MachineConfig points at it
+        real.api.request("DELETE", real.api.path("MachineConfig", "", "99-worker-motd"))
+        mcorender.sync_api(real.api, "worker", F.BASE)
+        mark = real.api.audit_mark()
+        code, err = real.run()
+        assert code == 0, err
+        assert real.ann()[A.IMAGE] == image_a and real.ann()[A.MESSAGE].startswith(f"reused {image_a}")
+        assert ours(real)["spec"] == {"osImageURL": image_a}
+        assert ("create", "pods") not in writes(real, mark) and ("create", "builds") not in writes(real, mark)
+
+        # opt-out deletes it: the MCO renders the pool without it, back to the release's image
+        pool = real.pool()
+        del pool["metadata"]["labels"][A.LAYERING_LABEL]
+        real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+        code, err = real.run()
+        assert code == 0 and ours(real) is None, err
+        assert "ImageRollback" in [e["reason"] for e in real.events()]
+        assert mcorender.sync_api(real.api, "worker", F.BASE)["spec"]["osImageURL"] == F.BASE
+    finally:
+        reg.stop()
+
+
+def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(component, real, tmp_path):
+    from tests.support import realbuild as R
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        infra = mco_pool("infra", ("worker", "infra"), opted_in=False)
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco_pool("worker", ("worker",)), infra)
+        image = build(real, R, reg, "a")
+        (told,) = [e for e in real.events() if e["reason"] == "ImageRollout"]
+        assert "pool(s) worker, infra" in told["message"] and "infra inherit" in told["message"]
+        assert mcorender.sync_api(real.api, "infra", F.BASE)["spec"]["osImageURL"] == image
+
+        # infra picks an OS stream: the MCO would refuse to render it, so worker is Blocked first
+        pool = real.pool("infra")
+        pool["spec"]["osImageStream"] = {"name": "rhel-10"}
+        real.api.request("PUT", real.api.path("MachineConfigPool", "", "infra"), pool)
+        real.api.request("DELETE", real.api.path("MachineConfig", "", rollout.name("worker")))
+        real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "x"}))
+        mcorender.sync_api(real.api, "worker", F.BASE)
+        code, err = real.run()
+        assert code == 2, err
+        assert real.ann()[A.STATE] == A.BLOCKED and "MachineConfigPool infra selects" in real.ann()[A.MESSAGE]
+        assert ours(real) is None
+    finally:
+        reg.stop()

@@ -1,0 +1,1 @@
+"""Real image builds: buildah, docker-registry, skopeo (tests/support/realbuild.py)."""

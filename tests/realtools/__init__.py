@@ -1,0 +1,1 @@
+"""Upstream tools run for real: promtool, argocd, kubectl kustomize."""

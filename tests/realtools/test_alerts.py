@@ -1,0 +1,117 @@
+"""The alerts of kustomize/overlays/openshift/prometheusrule.yaml, run by Prometheus's own promtool
+(Debian's `prometheus` package, which .ci/run installs): `promtool check rules` on the rule groups,
+and `promtool test rules` with series under which each alert fires, and under which it does not."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.support import factory as F
+
+RULE = F.ROOT / "kustomize/overlays/openshift/prometheusrule.yaml"
+REQUIRE = "OCL_PROMTOOL"
+
+
+@pytest.fixture
+def promtool():
+    found = shutil.which("promtool")
+    if found is None:
+        why = f"promtool is not on the PATH: apt-get install prometheus (.ci/run does), or set {REQUIRE}=require"
+        pytest.fail(why) if os.environ.get(REQUIRE) == "require" else pytest.skip(why)
+    return found
+
+
+@pytest.fixture
+def rules(tmp_path):
+    doc = yaml.safe_load(RULE.read_text())
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1" and doc["kind"] == "PrometheusRule"
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}))
+    return path
+
+
+def test_promtool_accepts_the_rules(promtool, rules):
+    out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "5 rules found" in out.stdout
+
+
+# Each alert: series under which it fires (after `at`) and under which it stays silent.
+TESTS = [
+    {"interval": "1m",
+     "input_series": [{"series": 'ocl_builds{pool="worker",state="Failed"}', "values": "1x20"},
+                      {"series": 'ocl_builds{pool="infra",state="Failed"}', "values": "0x20"},
+                      {"series": 'ocl_builds{pool="infra",state="Succeeded"}', "values": "1x20"}],
+     "alert_rule_test": [
+         {"eval_time": "5m", "alertname": "OclPoolNeedsAttention", "exp_alerts": []},      # not for 10m yet
+         {"eval_time": "15m", "alertname": "OclPoolNeedsAttention",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "worker", "state": "Failed"},
+                          "exp_annotations": {
+                              "summary": "MachineConfigPool worker is Failed",
+                              "description": "ocl-reconcile status, or oc get mcp/worker -o jsonpath="
+                                             "'{.metadata.annotations.ocl-reconciler\\.io/message}'"}}]}]},
+    {"interval": "1m",
+     # pushed at t=0 (timestamp 0) and not again: 15 minutes later it fires; pushed every 5 minutes: never
+     "input_series": [{"series": 'ocl_last_run_timestamp_seconds{job="ocl-reconciler"}', "values": "0x30"}],
+     "alert_rule_test": [
+         {"eval_time": "10m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []},
+         {"eval_time": "16m", "alertname": "OclReconcilerNotRunning",
+          "exp_alerts": [{"exp_labels": {"severity": "warning"},
+                          "exp_annotations": {"summary": "ocl-reconciler has not run for more than 15 minutes"}}]},
+         {"eval_time": "16m", "alertname": "OclReconcilerAbsent", "exp_alerts": []}]},
+    {"interval": "1m",
+     "input_series": [{"series": 'ocl_last_run_timestamp_seconds{job="ocl-reconciler"}',
+                       "values": "0 60 120 180 240 300 360 420 480 540 600 660 720 780 840 900 960 1020 1080 1140"}],
+     "alert_rule_test": [{"eval_time": "19m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []}]},
+    {"interval": "1m",
+     "input_series": [{"series": 'ocl_other_metric', "values": "1x40"}],
+     "alert_rule_test": [
+         {"eval_time": "20m", "alertname": "OclReconcilerAbsent", "exp_alerts": []},
+         {"eval_time": "31m", "alertname": "OclReconcilerAbsent",
+          "exp_alerts": [{"exp_labels": {"severity": "warning"},
+                          "exp_annotations": {"summary": "no ocl-reconciler metrics for 30 minutes"}}]}]},
+    {"interval": "5m",
+     # a counter pushed by each run (its registry is new each time: each push is that run's count)
+     "input_series": [{"series": 'ocl_errors_total{reason="build-failed",job="ocl-reconciler"}', "values": "0 0 1 1 1"},
+                      {"series": 'ocl_errors_total{reason="event",job="ocl-reconciler"}', "values": "0x4"}],
+     "alert_rule_test": [
+         {"eval_time": "5m", "alertname": "OclReconcilerErrors", "exp_alerts": []},
+         {"eval_time": "20m", "alertname": "OclReconcilerErrors",
+          "exp_alerts": [{"exp_labels": {"severity": "info", "reason": "build-failed"},
+                          "exp_annotations": {"summary": "ocl-reconciler errors (build-failed) in the last hour"}}]}]},
+    {"interval": "1m",
+     "input_series": [{"series": 'kube_job_status_failed{namespace="ocl-reconciler",job_name="ocl-reconciler-29400000"}',
+                       "values": "0 0 1 1"},
+                      {"series": 'kube_job_status_failed{namespace="other",job_name="ocl-reconciler-1"}', "values": "1x3"}],
+     "alert_rule_test": [
+         {"eval_time": "1m", "alertname": "OclReconcilerJobFailed", "exp_alerts": []},
+         {"eval_time": "3m", "alertname": "OclReconcilerJobFailed",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "ocl-reconciler",
+                                         "job_name": "ocl-reconciler-29400000"},
+                          "exp_annotations": {"summary": "Job ocl-reconciler-29400000 of the ocl-reconciler "
+                                                         "CronJob failed"}}]}]},
+]
+
+
+def promtool_test_rules(promtool, rules, tmp_path, tests):
+    """`promtool test rules` on these unit tests of the rule file."""
+    spec = tmp_path / "tests.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}))
+    return subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=120)
+
+
+def test_each_alert_fires_when_it_should_and_only_then(promtool, rules, tmp_path):
+    out = promtool_test_rules(promtool, rules, tmp_path, TESTS)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_a_wrong_expectation_fails_so_the_test_can_fail(promtool, rules, tmp_path):
+    wrong = [dict(TESTS[0], alert_rule_test=[{"eval_time": "5m", "alertname": "OclPoolNeedsAttention",
+                                              "exp_alerts": [{"exp_labels": {"pool": "worker"}}]}])]
+    assert promtool_test_rules(promtool, rules, tmp_path, wrong).returncode != 0

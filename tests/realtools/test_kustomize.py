@@ -1,0 +1,204 @@
+"""The deployment: every overlay builds with `kubectl kustomize` and validates strictly; the
+CronJob is restricted and its deadlines fit the Lease; Argo CD's waves order RBAC and settings
+before the CronJob; the argocd-cm component builds into an Argo CD install."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.support import factory as F
+
+KUBECTL = shutil.which("kubectl")
+OVERLAYS = ["base", "overlays/openshift", "overlays/argocd", "overlays/openshift-rollout"]
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on the PATH (it ships with this "
+                                                         "project's machine image; kustomize comes with it)")
+
+
+def build(path) -> list[dict]:
+    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def by_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_builds_and_validates_strictly(overlay):
+    docs = build(F.ROOT / "kustomize" / overlay)
+    assert {d["kind"] for d in docs} >= {"ServiceAccount", "Role", "ClusterRole", "RoleBinding",
+                                        "ClusterRoleBinding", "CronJob"}
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue                            # not a Kubernetes kind: promtool checks it (tests/realtools/test_alerts.py)
+        kubernetes_validate.validate(doc, "1.32.0", strict=True)
+        name = doc["metadata"]["name"]
+        # ours; the MCO's only for the Role that reads what it publishes (issue 21)
+        expected = "openshift-config" if name.endswith("trust-bundle") else \
+            "default" if name.endswith("-events") else \
+            F.MCO_NS if name.endswith("-published") else F.NS
+        if doc["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding", "MachineConfig", "PrometheusRule") \
+                or doc["kind"].startswith("ValidatingAdmissionPolicy"):
+            continue                            # cluster-scoped
+        assert doc["metadata"].get("namespace") == expected, (doc["kind"], name)
+
+
+def test_cronjob_is_restricted_and_fits_the_lease():
+    (cron,) = by_kind(build(F.ROOT / "kustomize/overlays/openshift"), "CronJob")
+    spec = cron["spec"]
+    job = spec["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["schedule"] == "*/5 * * * *" and spec["concurrencyPolicy"] == "Forbid"
+    assert spec["startingDeadlineSeconds"] > 0 and job["backoffLimit"] == 0
+    assert spec["successfulJobsHistoryLimit"] >= 1 and spec["failedJobsHistoryLimit"] >= 1
+    args = container["args"]
+    assert args[:3] == ["run", "--log-format", "json"]
+    lease_seconds = int(args[args.index("--timeout") + 1]) + 60          # reconcile/cli.py: timeout + 60
+    assert job["activeDeadlineSeconds"] < lease_seconds
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] and container["resources"]["limits"]["memory"]
+    assert container["image"] == "quay.io/ocl-reconciler/ocl-reconciler:v0.1.0"
+    assert pod["serviceAccountName"] == "ocl-reconciler"
+
+
+def test_argocd_overlay_waves_and_hook():
+    docs = build(F.ROOT / "kustomize/overlays/argocd")
+    wave = {(d["kind"], d["metadata"]["name"]): int(d["metadata"].get("annotations", {}).get(
+        "argocd.argoproj.io/sync-wave", 0)) for d in docs if d["kind"] != "Job"}
+    cron = wave[("CronJob", "ocl-reconciler")]
+    for kind in ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"):
+        assert wave[("Namespace", F.NS)] < wave[(kind, "ocl-reconciler")] \
+            < wave[("ConfigMap", "on-cluster-build-config")] < cron
+    (hook,) = by_kind(docs, "Job")
+    annotations = hook["metadata"]["annotations"]
+    assert annotations["argocd.argoproj.io/hook"] == "PostSync"
+    assert "BeforeHookCreation" in annotations["argocd.argoproj.io/hook-delete-policy"]
+    (cronjob,) = by_kind(docs, "CronJob")
+    assert hook["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_argocd_cm_component_merges_into_an_argo_cd_install(tmp_path):
+    shutil.copytree(F.ROOT / "kustomize/overlays/argocd/argocd-cm", tmp_path / "argocd-cm")
+    (tmp_path / "argocd-cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm, namespace: argocd}\n"
+        "data: {url: https://argocd.example.com}\n")
+    (tmp_path / "kustomization.yaml").write_text("resources: [argocd-cm.yaml]\ncomponents: [argocd-cm]\n")
+    (cm,) = build(tmp_path)
+    assert cm["data"]["url"] == "https://argocd.example.com"                # merged, not replaced
+    for key in ("resource.customizations.health.machineconfiguration.openshift.io_MachineConfigPool",
+                "resource.customizations.health.build.openshift.io_Build"):
+        assert cm["data"][key].startswith("-- Health of")
+
+
+def test_generated_objects_carry_argo_cd_annotations_and_no_tracking(run_cli):
+    pool = F.pool("worker")
+    pool["metadata"]["labels"]["app.kubernetes.io/instance"] = "mcp-app"
+    pool["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"] = "mcp-app:machineconfiguration.openshift.io/MachineConfigPool:/worker"
+    code, out, err = run_cli("render", "--snapshot", str(run_cli.write(F.cluster(pool))))
+    docs = list(yaml.safe_load_all(out))
+    assert code == 0 and err == "" and len(docs) == 3
+    for doc in docs:
+        md = doc["metadata"]
+        assert md["annotations"]["argocd.argoproj.io/compare-options"] == "IgnoreExtraneous"
+        assert md["annotations"]["argocd.argoproj.io/sync-options"] == "Prune=false"
+        assert "app.kubernetes.io/instance" not in md["labels"]
+        assert "argocd.argoproj.io/tracking-id" not in md["annotations"]
+    waves = {d["kind"]: int(d["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for d in docs}
+    assert waves["ConfigMap"] < waves["Pod"]
+
+
+def test_cmp_plugin_generate_prints_only_manifests(tmp_path):
+    import os
+    import sys
+
+    from tests.support.apiserver import APIServer
+    plugin = yaml.safe_load((F.ROOT / "kustomize/overlays/argocd/cmp/plugin.yaml").read_text())
+    assert plugin["kind"] == "ConfigManagementPlugin"
+    generate = plugin["spec"]["generate"]
+    with APIServer(F.cluster(F.pool("worker"), F.pool("infra"))) as server:
+        env = dict(os.environ, KUBECONFIG=server.kubeconfig(tmp_path / "kc"), ARGOCD_ENV_OCL_POOL="infra",
+                   PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+        result = subprocess.run(generate["command"] + generate["args"], capture_output=True, text=True,
+                                env=env, timeout=60)
+        assert server.writes() == []
+    assert result.returncode == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert [d["metadata"]["labels"]["ocl-reconciler.io/pool"] for d in docs] == ["infra"] * 3
+
+
+def test_containerfile_is_non_root_and_pins_every_runtime_dependency():
+    text = (F.ROOT / "Containerfile").read_text()
+    users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
+    assert users[-1] not in ("0", "root")
+    assert "-r requirements.lock" in text and "--no-deps" in text
+    import re
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+    pins = {norm(line.split("==")[0]) for line in (F.ROOT / "requirements.lock").read_text().splitlines()
+            if line and not line.startswith("#")}
+    assert all("==" in line for line in (F.ROOT / "requirements.lock").read_text().splitlines()
+               if line and not line.startswith("#"))
+    import tomllib
+    deps = tomllib.loads((F.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name = norm(dep.split(">")[0].split("=")[0].split("<")[0].strip())
+        assert name in pins, f"{name} is not pinned in requirements.lock"
+
+
+def _key(doc):
+    return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+
+def test_rollout_component_adds_only_its_rbac_and_policy():
+    """components/rollout adds to overlays/openshift exactly: a ClusterRole with the four verbs of
+    `rollout: machineconfig`, its binding to our ServiceAccount, and the admission policy that
+    narrows them (tests/realapi/test_realapi_rollout_policy.py proves it on a real server); base and the
+    other overlays grant no MachineConfig write."""
+    plain = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift")}
+    rollout = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift-rollout")}
+    assert {k: v for k, v in rollout.items() if k in plain} == plain        # nothing of base changed
+    added = {k[0]: v for k, v in rollout.items() if k not in plain}
+    assert sorted(added) == ["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                             "ValidatingAdmissionPolicyBinding"]
+    assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-rollout"}
+    assert added["ClusterRole"]["rules"] == [{"apiGroups": [F.MCO], "resources": ["machineconfigs"],
+                                              "verbs": ["list", "create", "patch", "delete"]}]
+    assert added["ClusterRoleBinding"]["roleRef"]["name"] == "ocl-reconciler-rollout"
+    assert added["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ocl-reconciler", "namespace": F.NS}]
+    policy = added["ValidatingAdmissionPolicy"]["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["machineconfigs"] and rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
+    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": "ocl-reconciler-rollout",
+                                                                 "validationActions": ["Deny"]}
+    for overlay in ("base", "overlays/openshift", "overlays/argocd"):
+        for doc in build(F.ROOT / "kustomize" / overlay):
+            for r in doc.get("rules") or []:
+                if "machineconfigs" in r["resources"] or "*" in r["resources"]:
+                    assert r["verbs"] == ["get"], (overlay, doc["metadata"]["name"], r)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_binding_names_our_service_account_in_our_namespace(overlay):
+    """Issue 21: no subject is left in the MCO's namespace (a binding there would grant nothing to
+    the new install, or something to an old one)."""
+    docs = build(F.ROOT / "kustomize" / overlay)
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings
+    for binding in bindings:
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount" and subject["name"] in ("ocl-reconciler", "ocl-builder")
+            assert subject.get("namespace", binding["metadata"].get("namespace")) == F.NS, binding["metadata"]

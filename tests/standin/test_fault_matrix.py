@@ -1,0 +1,139 @@
+"""Crash-consistency matrix: every write of every lifecycle scenario, for both builders, fails in
+each of three ways (500; connection reset before the server applies it; applied but the response
+lost); runs without faults then converge (at most 3) to the cluster a fault-free history gives."""
+
+from __future__ import annotations
+
+import copy
+
+import kubelet
+import pytest
+
+from reconcile import cli
+from reconcile.contract import annotations as A
+from tests.support import factory as F
+from tests.support.apiserver import APIServer, Fault
+
+MODES = {"500": dict(action="status", code=500), "reset": dict(action="reset"),
+         "lost-response": dict(action="drop-response")}
+
+
+def phase(name):
+    def step(items):
+        for obj in items:
+            if obj["kind"] in ("Pod", "Build"):
+                kubelet.set_phase(obj, name)
+    step.__name__ = name
+    return step
+
+
+def rebuild(items):
+    F.the_pool(items)["metadata"]["annotations"][A.REBUILD] = "again"
+
+
+def new_config(items):
+    F.the_pool(items)["spec"]["configuration"]["name"] = "rendered-worker-2"
+    items.append(F.machineconfig("rendered-worker-2"))
+
+
+def opt_out(items):
+    del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+
+
+def roll_out(items):
+    """rollout: machineconfig (the success then writes the pool's osImageURL MachineConfig)."""
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["rollout"] = "machineconfig"
+
+
+SCENARIOS = {
+    "build-succeeds": [None, phase("Running"), phase("Succeeded"), None],
+    "rollout-then-opt-out": [roll_out, phase("Succeeded"), opt_out],
+    "fails-then-rebuilt": [None, phase("Failed"), rebuild, phase("Succeeded")],
+    "new-config-mid-build": [None, phase("Running"), new_config, phase("Succeeded")],
+    "opt-out": [None, phase("Running"), opt_out],
+    "evicted-then-retried": [None, phase("Evicted"), phase("Succeeded")],
+}
+
+
+def history(steps, run_once):
+    """The fault-free history of a scenario: the cluster before each step's run, how many writes
+    each run made, and the final cluster. `run_once(items)` returns (items after, writes)."""
+    before_step, writes = [], []
+    items = F.cluster()
+    for step in steps:
+        items = copy.deepcopy(items)
+        if step:
+            step(items)
+        before_step.append(copy.deepcopy(items))
+        items, count = run_once(items)
+        writes.append(count)
+    return before_step, writes, items
+
+
+def comparable(items):
+    out = []
+    for obj in copy.deepcopy(items):
+        md = obj["metadata"]
+        for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+            md.pop(key, None)
+        for ref in md.get("ownerReferences", []):
+            ref.pop("uid", None)
+        out.append(obj)
+    return sorted(out, key=lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+
+class Runner:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+
+    def run(self, items, fault=None):
+        """One `run` against a server holding `items`; (items after, writes made, exit code)."""
+        with APIServer(items, clock=lambda: F.NOW) as server:
+            if fault:
+                server.faults.append(fault)
+            code = cli.main(["run", "--kubeconfig", server.kubeconfig(self.tmp / "kc"), "--timeout", "30"])
+            writes = [w for w in server.writes() if w.resource != "leases"]
+            return server.items(), len(server.writes()), writes, code
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch, capsys):
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    monkeypatch.setattr("reconcile.cluster.live.time.sleep", lambda s: None)
+
+
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_write_fails_three_ways_and_runs_converge(tmp_path, monkeypatch, capsys, builder, scenario):
+    monkeypatch.setattr(F, "BUILDER", builder)
+    runner = Runner(tmp_path)
+    steps = SCENARIOS[scenario]
+    def fault_free(items):
+        after, count, _, code = runner.run(items)
+        assert code == 0
+        return after, count
+
+    before_step, write_counts, final = history(steps, fault_free)
+    expected = comparable(final)
+    covered = 0
+    for index, start in enumerate(before_step):
+        for nth in range(1, write_counts[index] + 1):
+            for mode, spec in MODES.items():
+                state, _, _, _ = runner.run(copy.deepcopy(start), Fault(nth_write=nth, **spec))
+                for _ in range(3):                      # converge without faults
+                    state, _, writes, code = runner.run(state)
+                    if not writes:
+                        break
+                else:
+                    pytest.fail(f"{scenario}/{builder}: step {index} write {nth} {mode}: no convergence")
+                for step in steps[index + 1:]:
+                    state = copy.deepcopy(state)
+                    if step:
+                        step(state)
+                    state, _, _, _ = runner.run(state)
+                assert comparable(state) == expected, (scenario, builder, index, nth, mode)
+                covered += 1
+    assert covered == 3 * sum(write_counts)
+    with capsys.disabled():
+        print(f" [fault matrix {scenario}/{builder}: {covered} cases = {sum(write_counts)} writes x 3 ways]",
+              end="")

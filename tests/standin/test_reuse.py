@@ -1,0 +1,213 @@
+"""Image reuse (issue 14): a pool that goes back to inputs it was built for reuses that build's
+image when the registry still has it, as machine-os-builder does (openshift/machine-config-operator
+#5268: a build's name is a hash of its inputs, the image is looked up before a build starts, and a
+missing image is rebuilt, e2e `MissingImageIsRebuilt`). On snapshots the registry is not asked;
+through the API-server stand-in a fake registry answers; tests/realapi/test_realapi.py has the same
+rollback on the real API server with the real docker-registry."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import kubelet  # examples/kubelet.py
+import pytest
+
+from reconcile import registry
+from reconcile.contract import annotations as A
+from reconcile.core import events, images, lifecycle
+from tests.conftest import ApiCli
+from tests.support import factory as F
+from tests.support.fakeregistry import DIGESTS, BearerRegistry, FakeRegistry, auths, serve
+
+BUILD_ID = "ocl-reconciler.io/build-id"
+
+
+def settings(host: str | None = None):
+    """Settings whose push secret has credentials for `host`, the registry images go to."""
+    if host is None:
+        return None
+    return [F.build_config(finalImagePullspec=f"{host}/ocl/os-image:latest"), F.osimageurl(),
+            F.secret("pull-secret"), F.secret("push-secret", payload={"auths": auths(host)})]
+
+
+def build_objects(items):
+    return [o for o in F.owned(items, "worker") if o["kind"] in ("Pod", "Build")]
+
+
+def switch(items, rendered):
+    """The MCO renders `rendered` for the worker pool (its MachineConfig is created if new)."""
+    items = copy.deepcopy(items)
+    F.the_pool(items)["spec"]["configuration"]["name"] = rendered
+    if not F.find(items, "MachineConfig", rendered):
+        items.append(F.machineconfig(rendered))
+    return items
+
+
+def build_to_success(cli, items, digests=None):
+    """Run (a build starts), let the build succeed with a digest, run again. Returns the items
+    and the build id that was built."""
+    code, items, err = cli.run(items)
+    assert code == 0, err
+    (obj,) = build_objects(items)
+    done = copy.deepcopy(items)
+    for o in build_objects(done):
+        kubelet.set_phase(o, "Succeeded", digest=(digests or {}).get(o["metadata"]["name"]))
+    code, items, err = cli.run(done)
+    assert code == 0, err
+    assert F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
+    return items, obj["metadata"]["labels"][BUILD_ID]
+
+
+def test_a_rollback_on_a_snapshot_builds_twice_not_three_times(run_cli, builder):
+    items, id_a = build_to_success(run_cli, F.cluster())
+    image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
+    items, id_b = build_to_success(run_cli, switch(items, "rendered-worker-2"))
+    assert id_b != id_a
+
+    back = switch(items, "rendered-worker-1")
+    code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(back)), "--color", "never")
+    assert code == 1
+    assert f"# pool worker: reuse {image_a}: a snapshot run does not ask the registry" in out
+    assert out.splitlines()[-1] == "0 to create, 1 to patch, 0 to delete; pools: worker Succeeded -> Succeeded (reuse)"
+    code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(back)), "-o", "json")
+    (plan,) = json.loads(out)["pools"]
+    assert (plan["transition"], plan["message"]) == ("REUSE", f"reused {image_a} of build {id_a}")
+    assert [(a["verb"], a["kind"]) for a in plan["actions"]] == [("create", "Event"), ("patch", "MachineConfigPool")]
+    assert plan["actions"][0]["object"]["reason"] == "BuildReused"
+
+    code, after, err = run_cli.run(back)
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert build_objects(after) == []                          # nothing built the third time
+    assert (a[A.STATE], a[A.IMAGE], a[A.BUILT_CONFIG]) == (A.SUCCEEDED, image_a, "rendered-worker-1")
+    assert a[A.MESSAGE] == f"reused {image_a} of build {id_a}"
+    assert [e.split("=", 1)[0] for e in a[A.IMAGES].split()] == [id_a, id_b]     # A moved to the front
+    reasons = [e["reason"] for e in F.find(after, "Event")]
+    assert reasons.count("BuildStarted") == 2 and reasons.count("BuildReused") == 1
+    code, again, _ = run_cli.run(after)                        # converged: nothing more
+    assert code == 0 and build_objects(again) == []
+    assert F.the_pool(again)["metadata"]["annotations"] == a
+
+
+def test_a_second_rollback_to_the_same_image_is_told_again():
+    """Events are named from the transition: reusing A, going to B and reusing A again are two
+    BuildReused Events, not one swallowed as already told."""
+    def reuse_event(pool, since):
+        return events.event(pool, A.SUCCEEDED, "r/os@" + DIGESTS[0], "reused", "t", events.REUSED, since=since)
+    pool = F.pool()
+    first, second = reuse_event(pool, "2026-11-29T10:00:00Z"), reuse_event(pool, "2026-11-29T11:00:00Z")
+    assert first["reason"] == second["reason"] == "BuildReused"
+    assert first["metadata"]["name"] != second["metadata"]["name"]
+    assert reuse_event(pool, "2026-11-29T10:00:00Z")["metadata"]["name"] == first["metadata"]["name"]
+
+
+@pytest.fixture
+def live_cli(tmp_path, capsys, monkeypatch):
+    """Runs through the API-server stand-in, so that the registry is really asked."""
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    return ApiCli(tmp_path, capsys)
+
+
+def a_then_b(cli, host):
+    """Rendered config A built, then B built, images pushed to `host`: ready to roll back to A.
+    Returns (items, A's build id, A's image)."""
+    items, id_a = build_to_success(cli, F.cluster(settings=settings(host)))
+    image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
+    items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
+    return items, id_a, image_a
+
+
+@pytest.mark.parametrize("handler", [FakeRegistry, BearerRegistry])
+def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(live_cli, handler):
+    with serve(handler, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host)
+        assert handler.heads == []                  # a build id never built is never looked up
+        handler.manifests.add(image_a.split("@")[1])                # A's image is in the registry
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+        assert code == 0, err
+        a = F.the_pool(after)["metadata"]["annotations"]
+        assert (a[A.STATE], a[A.IMAGE], a[A.MESSAGE]) == (A.SUCCEEDED, image_a, f"reused {image_a} of build {id_a}")
+        assert build_objects(after) == []
+        assert handler.heads == [f"/v2/ocl/os-image/manifests/{image_a.split('@')[1]}"]   # one HEAD, authorised
+        assert "BuildReused" in [e["reason"] for e in F.find(after, "Event")]
+
+
+def test_a_live_rollback_rebuilds_an_image_the_registry_lost(live_cli):
+    with serve(FakeRegistry, manifests=set()) as host:          # holds nothing: A's image is gone
+        items, id_a, image_a = a_then_b(live_cli, host)
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert a[A.STATE] == A.PENDING
+    assert a[A.MESSAGE] == f"building again: {image_a} is gone from the registry"
+    (obj,) = build_objects(after)
+    assert obj["metadata"]["labels"][BUILD_ID] == id_a
+
+
+def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(live_cli):
+    with serve(FakeRegistry, manifests=set()) as host:
+        items, _, image_a = a_then_b(live_cli, host)
+    # the registry is down now
+    code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert a[A.STATE] == A.PENDING and len(build_objects(after)) == 1
+    assert a[A.MESSAGE].startswith(f"building again: could not ask the registry for {image_a}: ")
+    assert "refused" in a[A.MESSAGE].lower()
+
+
+def test_wrong_credentials_are_a_reason_to_build_not_a_secret_to_print():
+    with serve(FakeRegistry) as host:
+        image = f"{host}/ocl/os-image@{DIGESTS[0]}"
+        assert registry.exists(image, auths(host)) is True
+        assert registry.exists(f"{host}/ocl/os-image@sha256:{'9' * 64}", auths(host)) is False
+        with pytest.raises(registry.RegistryError) as err:
+            registry.exists(image, auths(host, "pusher:wrong"))
+    assert "401" in str(err.value) and "wrong" not in str(err.value)
+
+
+# --- the history: which build id produced which image -----------------------------------------
+
+def test_the_history_maps_build_ids_to_images_and_reads_old_entries():
+    old = f"r.example.com/os@{DIGESTS[2]}"
+    pool = F.pool(annotations={A.IMAGES: f"aaa=r.example.com/os@{DIGESTS[0]} {old}"})
+    assert images.entries(pool) == [("aaa", f"r.example.com/os@{DIGESTS[0]}"), ("", old)]
+    assert images.produced(pool, "aaa") == f"r.example.com/os@{DIGESTS[0]}"
+    assert images.produced(pool, "") is None                  # an old entry's id is unknown
+    assert images.produced(pool, "bbb") is None
+    # reusing moves the entry to the front; an old bare entry of the same image is dropped
+    assert images.recorded(pool, "ccc", old) == f"ccc={old} aaa=r.example.com/os@{DIGESTS[0]}"
+    assert images.recorded(pool, "aaa", f"r.example.com/os@{DIGESTS[0]}").split()[0] == \
+        f"aaa=r.example.com/os@{DIGESTS[0]}"
+
+
+def test_pruning_never_deletes_an_image_a_kept_entry_maps_to():
+    x, y = (f"r.example.com/os@{d}" for d in DIGESTS[:2])
+    pool = F.pool(annotations={A.IMAGES: f"new={x} mid={y} old={x}", A.IMAGE: "r.example.com/os@" + DIGESTS[3]})
+    (item,) = images.plan([pool], [], keep=1)
+    assert item.delete == (y,)                       # x is also the kept entry `new`'s image
+    assert images.remaining(pool, [y]) == f"new={x} old={x}"
+
+
+def test_decide_reuses_only_what_the_registry_has():
+    obs = lifecycle.Observation(None, False, False, None, True)
+    assert lifecycle.decide(obs) is lifecycle.Transition.START
+    from dataclasses import replace
+    assert lifecycle.decide(replace(obs, reusable=True)) is lifecycle.Transition.REUSE
+
+
+def test_a_build_id_never_built_is_not_a_candidate():
+    from reconcile.imagebuild import settings as S
+    found = S.read(F.NS, {"on-cluster-build-config": F.build_config(), "machine-config-osimageurl": F.osimageurl()})
+    pool = F.pool(annotations={A.IMAGES: f"someotherid=r.example.com/os@{DIGESTS[0]}", A.ARCH: "amd64"})
+    (d,) = lifecycle.decide_cluster(found, [pool], [], machineconfigs={"rendered-worker-1": F.machineconfig("rendered-worker-1")})
+    assert d.transition is lifecycle.Transition.START and d.candidate is None
+    pool["metadata"]["annotations"][A.IMAGES] = f"{d.inputs.build_id}=r.example.com/os@{DIGESTS[0]}"
+    (d,) = lifecycle.decide_cluster(found, [pool], [], machineconfigs={"rendered-worker-1": F.machineconfig("rendered-worker-1")})
+    assert d.candidate == f"r.example.com/os@{DIGESTS[0]}"
+    gone = lifecycle.with_lookup(d, images.Lookup(d.candidate, False))
+    assert gone.transition is lifecycle.Transition.START
+    plan = lifecycle.act(gone, F.NOW, F.machineconfig(d.inputs.rendered_config))
+    assert plan.message == f"building again: r.example.com/os@{DIGESTS[0]} is gone from the registry"
+    assert [a.obj["kind"] for a in plan.actions if a.verb == "create"].count("ConfigMap") == 2

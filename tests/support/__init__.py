@@ -1,0 +1,1 @@
+"""Helpers of the suites: stand-in and real servers, harnesses, the object factory."""

@@ -1,0 +1,601 @@
+"""Harness for the realapi suite: a real etcd and kube-apiserver (built from the Go modules pinned in
+`tests/tools/realapi/go.mod` by `tests/tools/realapi/build.sh`) on 127.0.0.1 with free ports.
+
+The server authenticates a static admin token (group system:masters) and ServiceAccount tokens
+signed by a key made here and issued through the TokenRequest API; authorizes with RBAC; runs the
+admission plugins that matter to us; and writes an audit log, the source of truth for request
+counts. It serves the openshift/api CRDs for MachineConfigPool, MachineConfig and OSImageStream (from
+`../shared/schemas/`), Proxy (`tests/tools/realapi/crds/`), and a CRD for `build.openshift.io/v1` Builds
+made from the Build schema in `../shared/schemas/jsonschema/` (OpenShift serves Builds from its own
+API server: a CRD gives their shape and the RBAC and audit of a real server, not OpenShift's build
+admission or defaulting; see the README).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconcile import cli
+from reconcile.cluster.live import api_prefix
+from reconcile.contract import objects
+from reconcile.core import events
+from tests.support import factory as F
+
+HERE = Path(__file__).resolve().parent.parent / "tools" / "realapi"
+#: .ci/run sets this so that missing binaries fail the suite instead of skipping it.
+REQUIRE = "OCL_REALAPI"
+ADMIN_TOKEN = "ocl-test-admin-token"
+RECONCILER = f"system:serviceaccount:{F.NS}:ocl-reconciler"
+ADMISSION = ("NamespaceLifecycle,ServiceAccount,PodSecurity,OwnerReferencesPermissionEnforcement,"
+             "DefaultTolerationSeconds,LimitRanger")
+#: openshift/api's CRDs (MachineConfigPool, MachineConfig, and OSImageStream: openshift/api
+#: machineconfiguration/v1 types_osimagestream.go, its CRD as ../shared/schemas keeps it, approved in
+#: openshift/api#2555) and the Proxy re-expressed here
+CRDS = (F.SHARED / "schemas/machineconfigpools.crd.yaml", F.SHARED / "schemas/machineconfigs.crd.yaml",
+        F.SHARED / "schemas/osimagestreams.crd.yaml", HERE / "crds/proxies.crd.yaml")
+BUILD_SCHEMA = F.SHARED / "schemas/jsonschema/build-build-v1.json"
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata"}]}
+#: kind -> (API path prefix, plural, namespaced): what reset() clears and load() writes; the
+#: product's kinds table, plus what only the harness writes
+KINDS = {kind: (api_prefix(api_version), plural, namespaced)
+         for kind, (api_version, namespaced, plural) in objects.KINDS.items()} | {
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True), "Namespace": ("/api/v1", "namespaces", False)}
+STATUS_KINDS = {"Pod", "Build", "MachineConfigPool", "Proxy", "Node", "OSImageStream"}
+#: the cluster's own namespaces, there before we are installed; ours (F.NS) is made by kustomize/base
+NAMESPACES = (F.MCO_NS, "openshift-config")
+#: where scenarios leave objects: ours, the cluster's, and `default` for Events about pools
+SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
+#: objects of these kinds in these namespaces are part of the fixture, never cleared
+KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+#: kustomize/components/rollout, through the example overlay that adds it to overlays/openshift:
+#: its objects are what the first renders and the second does not (install_rollout())
+ROLLOUT_OVERLAY, ROLLOUT_WITHOUT = (F.ROOT / "kustomize/overlays/openshift-rollout",
+                                    F.ROOT / "kustomize/overlays/openshift")
+#: the component's kinds (all cluster-scoped) -> their collection
+ROLLOUT_PATHS = {
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding":
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"}
+ROLLOUT_POLICY = "ocl-reconciler-rollout"
+
+
+def cache_dir() -> Path:
+    versions = {}
+    for line in (HERE / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("k8s.io/kubernetes", "go.etcd.io/etcd/server/v3"):
+            versions[parts[0]] = parts[1]
+    root = Path(os.environ.get("OCL_REALAPI_CACHE") or Path.home() / ".cache/ocl-reconciler")
+    return root / f"k8s-{versions['k8s.io/kubernetes']}-etcd-{versions['go.etcd.io/etcd/server/v3']}"
+
+
+def binaries() -> Path:
+    """The cache folder with kube-apiserver, etcd and kubectl, or skip (fail where required)."""
+    bindir = cache_dir()
+    missing = [b for b in ("kube-apiserver", "etcd", "kubectl") if not (bindir / b).is_file()]
+    problem = ""
+    if missing:
+        problem = (f"realapi needs {', '.join(missing)} in {bindir}: `make realapi` builds them from Go "
+                   f"modules (needs go and the module proxy)")
+    elif not BUILD_SCHEMA.is_file():
+        problem = f"realapi needs ../shared/schemas (absent: {BUILD_SCHEMA})"
+    if problem:
+        if os.environ.get(REQUIRE) == "require":
+            pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
+        pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    return bindir
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class APIError(Exception):
+    def __init__(self, status: int, body: Any):
+        super().__init__(f"{status}: {body.get('message') if isinstance(body, dict) else body}")
+        self.status, self.body = status, body
+
+
+def build_crd() -> dict[str, Any]:
+    """A structural CRD for build.openshift.io/v1 Build from the OpenAPI-derived JSON schema:
+    references inlined, descriptions dropped, status a subresource."""
+    schema = json.loads(BUILD_SCHEMA.read_text())
+    defs = schema["definitions"]
+
+    def inline(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [inline(n, seen) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            if name in seen or name.endswith(".ObjectMeta"):
+                return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            if name.endswith(("intstr.IntOrString", "resource.Quantity")):
+                return {"x-kubernetes-int-or-string": True}
+            return inline(defs[name], seen + (name,))
+        out = {}
+        for key, value in node.items():
+            if key in ("description", "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key",
+                       "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
+                       "x-source", "$schema", "definitions", "default"):
+                continue
+            if key == "format" and value in ("int-or-string", "byte"):
+                continue
+            out[key] = inline(value, seen)
+        if "properties" in out and "type" not in out:
+            out["type"] = "object"
+        return out
+
+    root = inline(schema, ())
+    root["properties"]["metadata"] = {"type": "object"}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "builds.build.openshift.io"},
+            "spec": {"group": "build.openshift.io", "scope": "Namespaced",
+                     "names": {"kind": "Build", "listKind": "BuildList", "plural": "builds",
+                               "singular": "build"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": root}}]}}
+
+
+class RealAPI:
+    """etcd + kube-apiserver in a temporary folder; `stop()` leaves no process behind."""
+
+    def __init__(self, root: Path, bindir: Path):
+        self.root, self.bindir = root, bindir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.audit_log = root / "audit.log"
+        self.kubectl_path = str(bindir / "kubectl")
+
+    # lifecycle --------------------------------------------------------------------------------
+    def start(self) -> RealAPI:
+        started = time.monotonic()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._wait_ready(started + 60)
+            self._bootstrap()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.root / f"{name}.log", "wb")    # noqa: SIM115 - closed with the process
+        self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+        log.close()
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        self._spawn("etcd", [
+            str(self.bindir / "etcd"), "--name", "ocl-test", "--data-dir", str(self.root / "etcd"),
+            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"ocl-test=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync", "--log-level", "error"])
+
+    def _start_apiserver(self) -> None:
+        certs = self.root / "certs"
+        certs.mkdir()
+        key = certs / "sa.key"
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(certs / "sa.pub")],
+                       check=True, capture_output=True)
+        (self.root / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
+        (self.root / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        self._spawn("kube-apiserver", [
+            str(self.bindir / "kube-apiserver"),
+            "--etcd-servers", self.etcd_url, "--bind-address", "127.0.0.1",
+            "--advertise-address", "127.0.0.1", "--secure-port", str(self.port),
+            "--cert-dir", str(certs), "--token-auth-file", str(self.root / "tokens.csv"),
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-account-key-file", str(certs / "sa.pub"),
+            "--service-account-signing-key-file", str(key),
+            "--service-cluster-ip-range", "10.0.0.0/24",
+            "--authorization-mode", "RBAC", "--enable-admission-plugins", ADMISSION,
+            "--audit-policy-file", str(self.root / "audit-policy.yaml"),
+            "--audit-log-path", str(self.audit_log), "--audit-log-mode", "blocking",
+            "--enable-priority-and-fairness=false", "--allow-privileged=true",
+            "--etcd-compaction-interval", "1s",        # lets a test expire a continue token
+            "--feature-gates", "ListFromCacheSnapshot=false",   # ...as releases before 1.34 do
+            "-v", "0"])
+
+    def _ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.root / "certs/apiserver.crt"))
+        return ctx
+
+    def _wait_ready(self, deadline: float) -> None:
+        last = ""
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{proc.args[0]} exited {proc.returncode}: {self.tail()}")
+            if (self.root / "certs/apiserver.crt").exists():
+                try:
+                    if self.request("GET", "/readyz")[0] == 200:
+                        return
+                except (OSError, APIError) as err:
+                    last = str(err)
+            time.sleep(0.2)
+        raise RuntimeError(f"kube-apiserver not ready within 60 s ({last}): {self.tail()}")
+
+    def tail(self) -> str:
+        out = []
+        for name in ("etcd", "kube-apiserver"):
+            path = self.root / f"{name}.log"
+            if path.exists():
+                out.append(f"--- {name}: " + " | ".join(path.read_text(errors="replace").splitlines()[-8:]))
+        return "\n".join(out)
+
+    def _bootstrap(self) -> None:
+        for ns in NAMESPACES:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        crds = [yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()]
+        for crd in crds:
+            self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        deadline = time.monotonic() + 30
+        for crd in crds:
+            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+            while True:
+                conditions = (self.request("GET", path)[1].get("status") or {}).get("conditions") or []
+                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"CRD {crd['metadata']['name']} not established: {conditions}")
+                time.sleep(0.1)
+        for kind in KINDS:          # a new CRD's storage answers 429 "(re)initializing" at first
+            while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
+                               ok=(429,))[0] == 429:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{kind} storage is not ready")
+                time.sleep(0.1)
+        for ns in NAMESPACES:       # kube-controller-manager would make these; it does not run here
+            self.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": "default", "namespace": ns}})
+
+    def install_product(self) -> None:
+        """What an administrator deploys (`kubectl kustomize kustomize/base`: ServiceAccounts, Roles,
+        bindings, the CronJob) and the imitation of OpenShift's admission (tests/tools/realapi/)."""
+        kubeconfig = self.kubeconfig(self.root / "admin.kubeconfig")
+        rendered = subprocess.run([self.kubectl_path, "kustomize", str(F.ROOT / "kustomize/base")],
+                                  capture_output=True, text=True, check=True, timeout=60).stdout
+        for source in (rendered, (HERE / "openshift-admission.yaml").read_text()):
+            subprocess.run([self.kubectl_path, "--kubeconfig", kubeconfig, "create", "-f", "-"],
+                           input=source, capture_output=True, text=True, check=True, timeout=60)
+        # kustomize/base made our namespace; kube-controller-manager would give it its `default`
+        # ServiceAccount and root CA ConfigMap; it does not run here
+        self.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": F.NS}})
+        # the policies are enforced once the server has compiled them: wait for a refusal
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scc-probe", "namespace": F.NS},
+                 "spec": {"containers": [{"name": "c", "image": "busybox",
+                                          "securityContext": {"runAsUser": 1000}}]}}
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = self.request("POST", self.path("Pod", F.NS) + "?dryRun=All", probe,
+                                        as_user=RECONCILER, ok=(201, 403))
+            if status == 403 and "security context constraint" in str(body.get("message")):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the SCC policy is not enforced: {status} {body}")
+            time.sleep(0.2)
+
+    # the rollout component (kustomize/components/rollout) --------------------------------------
+    def rollout_objects(self) -> list[dict[str, Any]]:
+        """The objects kustomize/components/rollout adds to overlays/openshift, as rendered."""
+        def render(path: Path) -> list[dict[str, Any]]:
+            out = subprocess.run([self.kubectl_path, "kustomize", str(path)], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout
+            return [d for d in yaml.safe_load_all(out) if d]
+
+        def key(d: dict[str, Any]) -> tuple[str, str, str]:
+            return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
+        without = {key(d) for d in render(ROLLOUT_WITHOUT)}
+        added = [d for d in render(ROLLOUT_OVERLAY) if key(d) not in without]
+        unknown = [key(d) for d in added if d["kind"] not in ROLLOUT_PATHS or d["metadata"].get("namespace")]
+        if unknown or not added:
+            raise RuntimeError(f"the rollout component adds {[key(d) for d in added]}; the harness knows "
+                               f"only cluster-scoped {sorted(ROLLOUT_PATHS)}")
+        return added
+
+    def install_rollout(self) -> None:
+        """Install the rollout component as an administrator would (idempotent: an object already
+        there is replaced by the rendered one), then wait until its policy is enforced. Not part of
+        install_product: tests/realapi/test_realapi_rbac.py proves base's least privilege without it."""
+        for obj in self.rollout_objects():
+            collection = ROLLOUT_PATHS[obj["kind"]]
+            if self.request("POST", collection, obj, ok=(409,))[0] == 409:
+                path = f"{collection}/{obj['metadata']['name']}"
+                live = self.request("GET", path)[1]
+                self.request("PUT", path, dict(obj, metadata=dict(
+                    obj["metadata"], resourceVersion=live["metadata"]["resourceVersion"])))
+        self.wait_rollout("enforced", lambda status, message: status == 403 and
+                           f"ValidatingAdmissionPolicy '{ROLLOUT_POLICY}'" in message)
+
+    def remove_rollout(self) -> None:
+        """Delete the rollout component's objects (idempotent). The binding goes first, and is
+        seen gone (the reconciler's bad write passes admission) before the rest, so that a later
+        install_rollout() can only ever see its own policy; then RBAC refuses the reconciler's
+        MachineConfig writes again."""
+        objs = sorted(self.rollout_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
+        for index, obj in enumerate(objs):
+            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
+            if index == 0:
+                self.wait_rollout("unbound", lambda status, message: status == 201 or
+                                   'cannot create resource "machineconfigs"' in message)
+        self.wait_rollout("removed", lambda status, message: status == 403 and
+                           'cannot create resource "machineconfigs"' in message)
+
+    def wait_rollout(self, what: str, done: Any) -> None:
+        """Poll until `done(status, message)` holds for the reconciler's dry-run create of a
+        MachineConfig of its own that also sets kernelArguments (the policy refuses it; RBAC
+        without the component refuses any create): the server applies RBAC and policy changes
+        asynchronously."""
+        probe = {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                 "metadata": {"name": "ocl-osimageurl-probe", "labels": {
+                     "machineconfiguration.openshift.io/role": "probe",
+                     "app.kubernetes.io/managed-by": "ocl-reconciler"}},
+                 "spec": {"osImageURL": F.REPO + "@sha256:" + "0" * 64, "kernelArguments": ["probe"]}}
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = self.request("POST", self.path("MachineConfig") + "?dryRun=All", probe,
+                                        as_user=RECONCILER, ok=(201, 403))
+            message = str(body.get("message")) if isinstance(body, dict) else str(body)
+            if done(status, message):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the rollout component is not {what}: {status} {message}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=3)         # a graceful kube-apiserver shutdown takes longer
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.procs = []
+
+    # REST as the admin ------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+                token: str = ADMIN_TOKEN, ok: tuple[int, ...] = (), as_user: str = "") -> tuple[int, Any]:
+        """One request as the admin (or as `as_user`, by impersonation); (status, parsed body)."""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type,
+                   "Accept": "application/json"}
+        if as_user:
+            headers["Impersonate-User"] = as_user
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=self._ssl(), timeout=30) as resp:
+                raw = resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as err:
+            raw, status = err.read(), err.code
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        if status >= 300 and status not in ok:
+            raise APIError(status, parsed)
+        return status, parsed
+
+    @staticmethod
+    def path(kind: str, namespace: str = "", name: str = "") -> str:
+        prefix, plural, namespaced = KINDS[kind]
+        base = f"{prefix}/namespaces/{namespace}/{plural}" if namespaced and namespace else f"{prefix}/{plural}"
+        return f"{base}/{urllib.parse.quote(name)}" if name else base
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        status, obj = self.request("GET", self.path(kind, namespace, name), ok=(404,))
+        return obj if status == 200 else None
+
+    def list(self, kind: str, namespace: str = "") -> list[dict[str, Any]]:
+        _, page = self.request("GET", self.path(kind, namespace))
+        api = page.get("apiVersion", "v1")
+        return [dict(o, apiVersion=api, kind=kind) for o in page.get("items") or []]
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create `obj` (server fields dropped) and, where the kind has one, write its status."""
+        body = copy.deepcopy(obj)
+        md = body.setdefault("metadata", {})
+        for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
+            md.pop(key, None)
+        ns = md.get("namespace", "")
+        _, made = self.request("POST", self.path(body["kind"], ns), body)
+        if body["kind"] in STATUS_KINDS and body.get("status"):
+            made = self.write_status(dict(made, status=body["status"]))
+        return made
+
+    def write_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj["metadata"]
+        _, made = self.request("PUT", self.path(obj["kind"], md.get("namespace", ""), md["name"]) + "/status",
+                               obj)
+        return made
+
+    def load(self, items: list[dict[str, Any]]) -> None:
+        for obj in items:
+            self.create(obj)
+
+    def items(self) -> list[dict[str, Any]]:
+        """Everything a scenario looks at, as a snapshot would hold it."""
+        out = []
+        for kind in ("ConfigMap", "Secret", "Pod", "Build", "Event", "Lease"):
+            for ns in SCENARIO_NAMESPACES:
+                out += [o for o in self.list(kind, ns) if (kind, o["metadata"]["name"]) not in KEEP]
+        for kind in ("MachineConfigPool", "MachineConfig", "Proxy", "Node"):
+            out += self.list(kind)
+        return out
+
+    def reset(self) -> None:
+        """Back to the bootstrapped state: every object a scenario may have made is deleted."""
+        for kind, (_, _, namespaced) in KINDS.items():
+            if kind in ("Namespace", "ServiceAccount"):      # the installed product stays
+                continue
+            for ns in SCENARIO_NAMESPACES if namespaced else ("",):
+                for obj in self.list(kind, ns):
+                    name = obj["metadata"]["name"]
+                    if (kind, name) in KEEP:
+                        continue
+                    self.request("DELETE", self.path(kind, ns, name), {"gracePeriodSeconds": 0},
+                                 ok=(404,))
+
+    # clients ----------------------------------------------------------------------------------
+    def kubeconfig(self, path: Path, token: str = ADMIN_TOKEN, user: str = "admin") -> str:
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "real",
+            "clusters": [{"name": "real", "cluster": {
+                "server": self.url, "certificate-authority": str(self.root / "certs/apiserver.crt")}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "real", "context": {"cluster": "real", "user": user}}]}))
+        return str(path)
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        """A real bound token for the ServiceAccount, issued by the TokenRequest API."""
+        _, resp = self.request(
+            "POST", self.path("ServiceAccount", namespace, name) + "/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": seconds}})
+        return resp["status"]["token"]
+
+    def kubectl(self, *args: str, kubeconfig: str, check: bool = True,
+                input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.kubectl_path, "--kubeconfig", kubeconfig, *args], capture_output=True,
+                              text=True, check=check, timeout=60, input=input)
+
+    # audit ------------------------------------------------------------------------------------
+    def audit_mark(self) -> int:
+        return self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def audit(self, since: int, user: str | None = None) -> list[dict[str, Any]]:
+        """Audit events after offset `since`, once a marker request made now has been logged."""
+        marker = f"ocl-audit-marker-{time.monotonic_ns()}"
+        self.request("GET", f"/api/v1/namespaces/{marker}", ok=(404,))
+        deadline = time.monotonic() + 10
+        while True:
+            with open(self.audit_log, "rb") as fh:
+                fh.seek(since)
+                events = [json.loads(line) for line in fh.read().splitlines() if line.strip()]
+            if any(marker in e.get("requestURI", "") and e.get("stage") == "ResponseComplete" for e in events):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the audit marker never reached the audit log")
+            time.sleep(0.05)
+        return [e for e in events if e.get("stage") == "ResponseComplete"
+                and (user is None or e.get("user", {}).get("username") == user)]
+
+
+class Real:
+    """A scenario on the real server: seed objects as the admin, run `ocl-reconcile` as its
+    ServiceAccount, play the kubelet or build controller through the status subresource."""
+
+    def __init__(self, api: RealAPI, tmp: Path, capsys: pytest.CaptureFixture[str]):
+        self.api, self.tmp, self.capsys = api, tmp, capsys
+        self.kubeconfig = api.kubeconfig(tmp / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
+        self.admin = api.kubeconfig(tmp / "admin.kubeconfig")
+        self.stderr: list[str] = []          # every run's stderr, for scenarios that look later
+
+    def seed(self, items: list[dict[str, Any]]) -> None:
+        self.api.load(items)
+
+    def cli(self, *args: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = cli.main([*args, "--kubeconfig", self.kubeconfig, "--timeout", "30"])
+        out, err = self.capsys.readouterr()
+        self.stderr.append(err)
+        return code, out, err
+
+    def run(self, *extra: str) -> tuple[int, str]:
+        code, _, err = self.cli("run", *extra)
+        return code, err
+
+    def pool(self, name: str = "worker") -> dict[str, Any]:
+        return self.api.get("MachineConfigPool", "", name)
+
+    def ann(self, name: str = "worker") -> dict[str, str]:
+        return self.pool(name)["metadata"].get("annotations") or {}
+
+    def owned(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return F.owned(self.api.items(), pool)
+
+    def build_object(self, pool: str = "worker") -> dict[str, Any]:
+        found = [o for o in self.owned(pool) if o["kind"] in ("Pod", "Build")]
+        assert len(found) == 1, [o["metadata"]["name"] for o in found]
+        return found[0]
+
+    def finish(self, phase: str, pool: str = "worker", **kw: Any) -> dict[str, Any]:
+        """Write the status a kubelet (or OpenShift's build controller) would."""
+        import kubelet  # examples/kubelet.py, on the path by conftest
+        obj = self.build_object(pool)
+        kubelet.set_phase(obj, phase, **kw)
+        return self.api.write_status(obj)
+
+    def new_rendered_config(self, rendered: str, pool: str = "worker") -> None:
+        """The MCO rendered a new MachineConfig for the pool."""
+        self.api.create(F.machineconfig(rendered))
+        self.switch_config(rendered, pool)
+
+    def switch_config(self, rendered: str, pool: str = "worker") -> None:
+        """The pool's current rendered config becomes `rendered` (one that exists: a rollback)."""
+        obj = self.pool(pool)
+        obj["spec"]["configuration"]["name"] = rendered
+        self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)
+
+    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch) -> list[int]:
+        """Right before our first DELETE of `kind`, someone deletes and recreates that object (same
+        content, a new uid), so our uid precondition fails. Returns a list that fills when it did."""
+        from reconcile.cluster import live
+        original, raced = live.LiveCluster.delete, []
+
+        def delete(cluster: Any, k: str, namespace: str, name: str, uid: str | None = None) -> None:
+            if k == kind and not raced:
+                raced.append(1)
+                again = self.api.get(k, namespace, name)
+                self.api.request("DELETE", self.api.path(k, namespace, name))
+                self.api.create(again)
+            return original(cluster, k, namespace, name, uid)
+        patcher.setattr(live.LiveCluster, "delete", delete)
+        return raced
+
+    def events(self, pool: str = "worker") -> list[dict[str, Any]]:
+        return [e for e in self.api.list("Event", events.NAMESPACE)
+                if e["involvedObject"]["name"] == pool]
+
+
+
+def kubectl_binary() -> str | None:
+    path = cache_dir() / "kubectl"
+    return str(path) if path.is_file() else shutil.which("kubectl")

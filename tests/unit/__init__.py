@@ -1,0 +1,1 @@
+"""Unit tests: the pure core and the in-memory cluster (snapshots), no server."""

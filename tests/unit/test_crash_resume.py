@@ -1,0 +1,99 @@
+"""A run may be killed between any two requests; the next run converges to the same cluster.
+Process death is simulated by aborting the run before its k-th write, for every k of every
+lifecycle scenario (those of the fault matrix) and both builders."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from reconcile.cluster import ClusterError, apply, observe
+from reconcile.cluster.memory import MemoryCluster
+from tests.standin.test_fault_matrix import SCENARIOS, comparable, history
+from tests.support import factory as F
+
+
+class Killed(BaseException):
+    """The process is gone: nothing after this runs (not even error handling)."""
+
+
+class DyingCluster(MemoryCluster):
+    """Dies before write number `die_at` (0-based)."""
+
+    def __init__(self, items, die_at):
+        super().__init__(items, clock=lambda: F.NOW)
+        self.die_at = die_at
+
+    def _maybe_die(self):
+        if len(self.writes) == self.die_at:
+            raise Killed()
+
+    def create(self, obj):
+        self._maybe_die()
+        return super().create(obj)
+
+    def patch(self, *a):
+        self._maybe_die()
+        return super().patch(*a)
+
+    def delete(self, *a, **kw):
+        self._maybe_die()
+        return super().delete(*a, **kw)
+
+
+def one_run(cluster):
+    seen = observe.observe(cluster, F.NS)
+    planner = observe.Planner(cluster, seen, F.NOW)
+    return apply.execute(cluster, planner.plan(), F.NOW, planner)
+
+
+@pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, builder, scenario):
+    monkeypatch.setattr(F, "BUILDER", builder)
+    steps = SCENARIOS[scenario]
+    def fault_free(items):
+        cluster = MemoryCluster(items, clock=lambda: F.NOW)
+        one_run(cluster)
+        return cluster.items(), len(cluster.writes)
+
+    before_step, writes, final = history(steps, fault_free)
+    expected = comparable(final)
+    covered = 0
+    for index, start in enumerate(before_step):
+        for die_at in range(writes[index]):
+            dying = DyingCluster(copy.deepcopy(start), die_at)
+            with pytest.raises(Killed):
+                one_run(dying)
+            state = dying.items()
+            for step in [None] + steps[index + 1:]:             # the next tick, then the rest
+                state = copy.deepcopy(state)
+                if step:
+                    step(state)
+                cluster = MemoryCluster(state, clock=lambda: F.NOW)
+                one_run(cluster)
+                state = cluster.items()
+            assert comparable(state) == expected, (scenario, builder, index, die_at)
+            covered += 1
+    assert covered == sum(writes) >= 8
+
+
+def test_write_error_records_blocked_and_next_run_recovers():
+    class Refusing(MemoryCluster):
+        def create(self, obj):
+            if obj["kind"] == "Pod":
+                raise ClusterError("admission webhook denied the request")
+            return super().create(obj)
+
+    cluster = Refusing(F.cluster(), clock=lambda: F.NOW)
+    result = one_run(cluster)
+    assert result.failed
+    ann = cluster.get("MachineConfigPool", "", "worker")["metadata"]["annotations"]
+    assert ann["ocl-reconciler.io/state"] == "Blocked"
+    assert "create Pod/" in ann["ocl-reconciler.io/message"]
+    assert "admission webhook denied the request" in ann["ocl-reconciler.io/message"]
+    healthy = MemoryCluster(cluster.items(), clock=lambda: F.NOW)
+    assert not one_run(healthy).failed
+    assert healthy.get("MachineConfigPool", "", "worker")["metadata"]["annotations"][
+        "ocl-reconciler.io/state"] == "Pending"
