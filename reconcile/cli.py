@@ -1,4 +1,4 @@
-"""Command line: `ocl-reconcile run|diff|render|status`. Imports are lazy so `--help` is fast."""
+"""Command line: `ocl-reconcile run|diff|render|status|explain`. Imports are lazy so `--help` is fast."""
 
 from __future__ import annotations
 
@@ -25,12 +25,14 @@ commands:
   diff    the same plan as a unified diff per object, no writes, secret values masked
   render  the build objects the current plan keeps or creates, as a YAML stream on stdout
   status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
+  explain what a run saw for one pool, the lifecycle row it chose and why, what would change it
 `ocl-reconcile COMMAND --help` says each one's flags and exit codes.
 
 examples:
   ocl-reconcile diff --snapshot cluster.yaml
   ocl-reconcile run --snapshot cluster.yaml --write-snapshot after.yaml
   oc get mcp -o yaml | ocl-reconcile status --snapshot -
+  ocl-reconcile explain worker
 """
 
 #: per command: (description, exit codes) shown by `COMMAND --help`
@@ -55,6 +57,13 @@ COMMAND_HELP = {
                "whose progress the STATE shows ('Succeeded, rolling out 2/5'); a pool that inherits "
                "one gets a row 'Inherited'. -o wide adds ARCH and BUILDER (docs/builder-image.md).",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
+    "explain": ("What a run sees for one pool and why it does what it does: the state recorded on the pool, "
+                "the build of the current inputs and its live object, the attempts, the image history, the "
+                "rendered config and its content digest; the lifecycle row chosen (docs/contract.md) and "
+                "why; what this run would do; what would change the outcome. Reads what `diff --pool POOL` "
+                "reads; no writes, secret values never shown.",
+                "exit codes: 0 explained; 2 no such pool (and nothing of ours for it); 3 the cluster or "
+                "snapshot cannot be read"),
 }
 
 class Fatal(Exception):
@@ -71,12 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--context", help="kubeconfig context to use (default: the current one)")
     source.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                         help="deadline for the whole run, retries included (default: %(default)s)")
-    source.add_argument("--pool", action="append", default=[], metavar="NAME",
-                        help="only this MachineConfigPool (repeatable)")
     source.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging (run logs what it does; -v: the others too; -vv: debug)")
     source.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="log lines on stderr as text or JSON (default: %(default)s)")
+    select = argparse.ArgumentParser(add_help=False)
+    select.add_argument("--pool", action="append", default=[], metavar="NAME",
+                        help="only this MachineConfigPool (repeatable)")
     namespaced = argparse.ArgumentParser(add_help=False)
     from reconcile.contract.naming import DEFAULT_NAMESPACE
     namespaced.add_argument("-n", "--namespace", default=DEFAULT_NAMESPACE,
@@ -95,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, summary: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
         description, codes = COMMAND_HELP[name]
         return sub.add_parser(name, parents=parents, help=summary, description=description, epilog=codes)
-    run = command("run", "apply one reconcile pass", [source, namespaced])
+    run = command("run", "apply one reconcile pass", [source, select, namespaced])
     run.add_argument("--write-snapshot", metavar="OUT",
                      help="with --snapshot: write the resulting cluster to OUT ('-' for stdout)")
     run.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
@@ -105,18 +115,24 @@ def _parser() -> argparse.ArgumentParser:
                      help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
     run.add_argument("--pushgateway", metavar="URL",
                      help="push Prometheus metrics of the run to this Pushgateway")
-    diff = command("diff", "show what run would change; no writes", [source, namespaced])
+    diff = command("diff", "show what run would change; no writes", [source, select, namespaced])
     diff.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                       help="show which images run would delete from the registry (as for run)")
     diff.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="colour the diff (auto: only on a terminal)")
     diff.add_argument("-o", "--output", choices=("diff", "json"), default="diff",
                       help="json: the plan (writes with their JSON patches, state changes) for scripts")
-    command("render", "print the desired build objects as YAML", [source, namespaced])
-    status = command("status", "table of pool build states", [source])      # pools only: no namespace
+    command("render", "print the desired build objects as YAML", [source, select, namespaced])
+    status = command("status", "table of pool build states", [source, select])      # pools only: no namespace
     status.add_argument("-o", "--output", choices=("table", "wide"), default="table",
                         help="wide: also ARCH (the architecture built for) and BUILDER (the image the "
                              "build ran in), as recorded on the pool")
+    explain = command("explain", "why a pool is where it is, and what would move it", [source, namespaced])
+    explain.add_argument("pool_name", metavar="POOL", help="the MachineConfigPool to explain")
+    explain.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
+                         help="as for diff: which images run would delete from the registry")
+    explain.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                         help="json: the same report for scripts")
     return parser
 
 
@@ -279,7 +295,26 @@ def cmd_status(args, now: datetime) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status}
+def cmd_explain(args, now: datetime) -> int:
+    from reconcile.contract import objects
+    from reconcile.output import explain
+    args.pool = [args.pool_name]          # read and plan what `diff --pool POOL` does
+    cluster = _cluster(args, now)
+    seen, planner, plans = _observe(cluster, args, now)
+    pool = next((p for p in seen.pools if objects.name(p) == args.pool_name), None)
+    plan = next(iter(plans), None)
+    decision = planner.decided.get(plan.pool) if plan else None
+    if pool is None and plan is None:
+        print(f"error: no MachineConfigPool {args.pool_name} (and nothing of ours labelled for it)",
+              file=sys.stderr)
+        return EXIT_BLOCKED
+    report = explain.explain(args.pool_name, pool, decision, plan, args.namespace)
+    sys.stdout.write(explain.as_json(report) if args.output == "json" else explain.text(report))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status,
+            "explain": cmd_explain}
 
 
 def main(argv: list[str] | None = None) -> int:

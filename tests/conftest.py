@@ -39,6 +39,10 @@ class Cli:
         code, _, err = self("run", "--snapshot", str(src), "--write-snapshot", str(out), *extra)
         return code, (snapshot.load(str(out)) if out.exists() else []), err
 
+    def on(self, items: list[dict[str, Any]], *args: str) -> tuple[int, str, str]:
+        """Any command (`explain worker`, ...) with `--snapshot` of these objects."""
+        return self(*args, "--snapshot", str(self.write(items)))
+
 
 class ApiCli(Cli):
     """The same, but each `run` goes through the official client to a test API server that
@@ -51,6 +55,14 @@ class ApiCli(Cli):
             code, _, err = self("run", "--kubeconfig", kubeconfig, "--timeout", "20", *extra)
             self.server = server
             return code, server.items(), err
+
+    def on(self, items: list[dict[str, Any]], *args: str) -> tuple[int, str, str]:
+        """The same on a test API server holding them; `self.server` keeps its request log."""
+        self.count += 1
+        with APIServer(items, clock=lambda: factory.NOW) as server:
+            kubeconfig = server.kubeconfig(self.tmp / f"kubeconfig-{self.count}")
+            self.server = server
+            return self(*args, "--kubeconfig", kubeconfig, "--timeout", "20")
 
 
 @pytest.fixture(params=["snapshot", "api"])

@@ -274,6 +274,23 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
     pools and objects."""
     pools, owned = list(pools), list(owned)
     view = view if view is not None else rollout_view(settings, pools, owned)
+    return [decide_one(settings, entry, machineconfigs, view, facts, now) for entry in in_scope(pools, owned, only)]
+
+
+@dataclass(frozen=True)
+class Scoped:
+    """A pool to decide, with our objects labelled for it; `pool` None: the pool is gone and
+    `name` is the label its objects carry."""
+    name: str
+    pool: Mapping[str, Any] | None
+    mine: tuple[Mapping[str, Any], ...] = ()
+
+
+def in_scope(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
+             only: Iterable[str] = ()) -> list[Scoped]:
+    """What decide_cluster decides, in its order: the pools by name (opted in, or opted out with
+    something of ours left), then the labels of pools that are gone; the shell decides them one at
+    a time (a run carries out each pool's plan before it reads the next one's MachineConfig)."""
     ours = [o for o in owned if objects.matches(naming.SELECTOR, objects.labels(o))
             and objects.labels(o).get(naming.POOL_LABEL)]
     by_pool = objects.by_label(ours, naming.POOL_LABEL)      # keyed by naming.pool_label()
@@ -283,15 +300,25 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
         name = objects.name(pool)
         if selected and name not in selected:
             continue
-        mine = by_pool.pop(naming.pool_label(name), [])
-        if opted_in(pool):
-            out.append(decide_pool(settings, pool, mine, machineconfigs, view, facts, now))
-        elif mine or any(A.owned(k) for k in objects.annotations(pool)):
-            out.append(Decision(Transition.OPT_OUT, name, pool, owned=tuple(mine), rollout=view))
+        mine = tuple(by_pool.pop(naming.pool_label(name), []))
+        if opted_in(pool) or mine or any(A.owned(k) for k in objects.annotations(pool)):
+            out.append(Scoped(name, pool, mine))
     for label, orphans in sorted(by_pool.items()):
         if not selected or label in {naming.pool_label(s) for s in selected}:
-            out.append(Decision(Transition.POOL_GONE, label, owned=tuple(orphans), rollout=view))
+            out.append(Scoped(label, None, tuple(orphans)))
     return out
+
+
+def decide_one(settings: Settings | Problem, entry: Scoped,
+               machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+               view: rollout.View | None = None, facts: clusterfacts.ClusterFacts | None = None,
+               now: datetime | None = None) -> Decision:
+    """The decision of one entry of `in_scope`; `view` as decide_cluster makes it."""
+    if entry.pool is None:
+        return Decision(Transition.POOL_GONE, entry.name, owned=entry.mine, rollout=view)
+    if opted_in(entry.pool):
+        return decide_pool(settings, entry.pool, entry.mine, machineconfigs, view, facts, now)
+    return Decision(Transition.OPT_OUT, entry.name, entry.pool, owned=entry.mine, rollout=view)
 
 
 # --- acting: one function per transition --------------------------------------------------------
@@ -431,12 +458,12 @@ def _start(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     except desired.Blocked as err:
         return _blocked(s, str(err))
     _ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
-    not_reused = _not_reused(d.lookup)
+    why_not = not_reused(d.lookup)
     if retry:
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
-        s.plan.notes += [not_reused] if not_reused else []     # the message keeps attempts only
+        s.plan.notes += [why_not] if why_not else []     # the message keeps attempts only
     else:
-        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), not_reused,
+        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), why_not,
                                          desired.build_inputs(d.builder, material).note,
                                          architecture.note(d.inputs.arch)) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
@@ -551,7 +578,7 @@ def _patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping
         plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
-def _not_reused(lookup: images.Lookup | None) -> str:
+def not_reused(lookup: images.Lookup | None) -> str:
     """Why a build id that produced an image before builds again (nothing if it never did)."""
     if lookup is None or lookup.found:
         return ""

@@ -1,0 +1,220 @@
+"""`ocl-reconcile explain POOL`: what a run saw for one pool, the lifecycle row `decide` chose and
+why, what the run would do, and what would change the outcome.
+
+Pure: it reads the Decision and the PoolPlan the planner made from what `diff --pool POOL` reads,
+so the explanation cannot drift from what a run does. The words per row are data
+(manifests/explain.yaml); this module gathers the facts they are filled from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.core import desired, images, lifecycle
+from reconcile.core.actions import PoolPlan
+from reconcile.diff import view
+from reconcile.imagebuild import templates
+
+#: the placeholders manifests/explain.yaml may use (every one is filled, "" when it does not apply)
+FIELDS = ("pool", "namespace", "label", "rebuild_key", "rendered", "build_id", "build_name", "kind",
+          "kind_lower", "phase", "build_message", "attempt", "next_attempt", "max_attempts",
+          "recorded_state", "recorded_ref", "recorded_for", "recorded_for_config", "candidate", "found",
+          "not_reused", "retry_cause", "problem")
+NOT_OPTED_IN = "NOT_OPTED_IN"
+
+
+def _recorded(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+    ann = objects.annotations(pool or {})
+    return {"state": ann.get(A.STATE), "since": ann.get(A.TRANSITION), "build": ann.get(A.BUILD),
+            "attempt": ann.get(A.ATTEMPT), "message": ann.get(A.MESSAGE), "image": ann.get(A.IMAGE),
+            "renderedConfig": ann.get(A.RENDERED), "content": ann.get(A.CONTENT),
+            "rebuildToken": ann.get(A.REBUILD), "rebuildHandled": ann.get(A.REBUILD_HANDLED),
+            "arch": ann.get(A.ARCH), "builderImage": ann.get(A.BUILDER_IMAGE)}
+
+
+def _phase(obj: Mapping[str, Any] | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("phase") or "") if obj else ""
+
+
+def _live_build(d: lifecycle.Decision | None) -> dict[str, Any] | None:
+    if d is None or d.build_obj is None:
+        return None
+    status = d.status
+    return {"kind": d.build_obj.get("kind"), "namespace": objects.namespace(d.build_obj),
+            "name": objects.name(d.build_obj), "phase": _phase(d.build_obj) or None,
+            "state": status.state if status else None, "message": status.message if status else "",
+            "transient": bool(status and status.transient)}
+
+
+def _what_changed(d: lifecycle.Decision, ref: str) -> str:
+    """Why the recorded build is not the current one, as far as the pool's record can tell (the
+    build id is a hash: what it hashed is not kept, only the rendered config and rebuild token)."""
+    ann = objects.annotations(d.pool or {})
+    old = ann.get(A.BUILD)
+    if not old:
+        return "; the pool records no build yet"
+    if old == ref:
+        return ""
+    inp = d.inputs
+    assert inp is not None
+    if ann.get(A.RENDERED) and ann[A.RENDERED] != inp.rendered_config:
+        why = f"the rendered config changed from {ann[A.RENDERED]} to {inp.rendered_config}"
+    elif ann.get(A.REBUILD) and ann.get(A.REBUILD) != ann.get(A.REBUILD_HANDLED):
+        why = f"a new rebuild token {ann[A.REBUILD]!r} was set"
+    else:
+        why = ("another build input changed: the settings, the OS images, the custom Dockerfile, "
+               "the architecture or the builder image")
+    return f"; the pool's record is about {old}: {why}"
+
+
+def _fields(name: str, d: lifecycle.Decision | None, namespace: str) -> dict[str, str]:
+    values = dict.fromkeys(FIELDS, "")
+    values.update(pool=name, namespace=namespace, label=A.LAYERING_LABEL, rebuild_key=A.REBUILD,
+                  max_attempts=str(A.MAX_ATTEMPTS))
+    if d is None:
+        return values
+    ann = objects.annotations(d.pool or {})
+    values.update(problem=d.problem, recorded_state=ann.get(A.STATE) or "",
+                  recorded_ref=ann.get(A.BUILD) or "", recorded_for_config=ann.get(A.RENDERED) or "")
+    if d.inputs is None or d.builder is None or d.settings is None:
+        return values
+    ref = desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt)
+    build_name = desired.build_name(d.inputs, d.attempt)
+    status = d.status
+    message = f": {status.message}" if status and status.message else ""
+    gone = f"the {d.builder.kind} {build_name} the pool records was deleted"
+    values.update(rendered=d.inputs.rendered_config, build_id=d.inputs.build_id, build_name=build_name,
+                  kind=d.builder.kind, kind_lower=d.builder.kind.lower(), namespace=d.settings.namespace,
+                  phase=_phase(d.build_obj) or (status.state if status else ""), build_message=message,
+                  attempt=str(d.attempt), next_attempt=str(d.attempt + 1),
+                  recorded_for=_what_changed(d, ref), candidate=d.candidate or "",
+                  found=("a snapshot is a simulation: the registry is taken to have it"
+                         if d.lookup and d.lookup.simulated else "the registry still has its manifest"),
+                  not_reused=f"; {lifecycle.not_reused(d.lookup)}" if lifecycle.not_reused(d.lookup) else "",
+                  retry_cause=(f"{d.builder.kind} {build_name} failed for a transient reason{message}"
+                               if status else gone))
+    return values
+
+
+_ANNOTATIONS = "/metadata/annotations/"
+
+
+def _annotation_changes(ops: Iterable[Mapping[str, Any]]) -> str:
+    """`key=value, -key`: what a patch of annotations sets and removes (ours hold no secrets), or
+    "" when the patch touches more than annotations."""
+    out = []
+    for op in ops:
+        if op.get("op") == "test":
+            continue
+        path = str(op.get("path", ""))
+        if not path.startswith(_ANNOTATIONS):
+            return ""
+        key = path[len(_ANNOTATIONS):].replace("~1", "/").replace("~0", "~")
+        out.append(f"-{key}" if op.get("op") == "remove" else f"{key}={A.one_line(op.get('value', ''), 120)}")
+    return ", ".join(out)
+
+
+def _action_line(action: Any) -> str:
+    what = f"{action.obj.get('kind')} {objects.ref(action.obj).split('/', 1)[-1]}"
+    if action.obj.get("kind") == "Event":
+        return f"record Event {action.obj.get('reason')}: {action.obj.get('message', '')}"
+    if action.verb == "prune":
+        return f"delete {len(action.images)} image(s) from the registry: {' '.join(action.images)}"
+    if action.verb == "patch":
+        changes = _annotation_changes(action.patch) or view.change_summary(*view.sides(action))
+        return f"patch {what}: {changes}"
+    return f"{action.verb} {what}"
+
+
+def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
+            plan: PoolPlan | None, namespace: str) -> dict[str, Any]:
+    """The report on one pool. `pool`: as read (None: there is none); `d`, `plan`: what the planner
+    decided and planned for it (None: nothing, i.e. not opted in and nothing of ours)."""
+    row = d.transition.name if d is not None else NOT_OPTED_IN
+    words = templates.table("explain.yaml")["transitions"][row]
+    values = _fields(name, d, namespace)
+    inp = d.inputs if d is not None else None
+    content = A.recorded_content(objects.annotations(pool or {}), inp.rendered_config) if inp else None
+    transition = getattr(lifecycle.Transition, row, None)
+    return {
+        "pool": name,
+        "exists": pool is not None,
+        "optedIn": bool(pool is not None and lifecycle.opted_in(pool)),
+        "renderedConfig": {"name": inp.rendered_config if inp else
+                           ((pool or {}).get("spec") or {}).get("configuration", {}).get("name"),
+                           "contentDigest": inp.content if inp else None,
+                           "contentRecorded": content is not None},
+        "recorded": _recorded(pool),
+        "imageHistory": [{"buildId": b or None, "image": i} for b, i in images.entries(pool or {})],
+        "build": None if inp is None or d is None or d.builder is None or d.settings is None else {
+            "buildId": inp.build_id, "kind": d.builder.kind, "name": values["build_name"],
+            "ref": desired.build_ref(d.builder, d.settings.namespace, inp, d.attempt),
+            "attempt": d.attempt, "maxAttempts": A.MAX_ATTEMPTS},
+        "liveBuild": _live_build(d),
+        "transition": {"row": row,
+                       "situation": transition.situation if transition else "",
+                       "outcome": transition.outcome if transition else "",
+                       "because": words["because"].format_map(values)},
+        "thisRun": {"stateBefore": plan.state_before if plan else None,
+                    "stateAfter": plan.state_after if plan else None,
+                    "message": plan.message if plan else "",
+                    "actions": [_action_line(a) for a in (plan.actions if plan else [])],
+                    "notes": list(plan.notes) if plan else []},
+        "wouldChange": [line.format_map(values) for line in words["changes"]],
+    }
+
+
+def as_json(report: Mapping[str, Any]) -> str:
+    return json.dumps(report, indent=2) + "\n"
+
+
+def _row(key: str, value: Any) -> str:
+    return f"  {key:<16}{value}\n"
+
+
+def text(report: Mapping[str, Any]) -> str:
+    """The report for people: facts, then the row and why, then the plan and what would change it."""
+    rec, rendered, out = report["recorded"], report["renderedConfig"], []
+    out.append(f"pool {report['pool']}\n")
+    out.append(_row("exists", "yes" if report["exists"] else "no"))
+    out.append(_row("opted in", "yes" if report["optedIn"] else f"no (label {A.LAYERING_LABEL})"))
+    digest = rendered["contentDigest"]
+    out.append(_row("rendered config", f"{rendered['name'] or '-'}"
+                    + (f" (content {digest}{'' if rendered['contentRecorded'] else ', not yet recorded'})"
+                       if digest else "")))
+    out.append("recorded on the pool\n")
+    since = f" since {rec['since']}" if rec["since"] else ""
+    out.append(_row("state", f"{rec['state'] or '-'}{since}"))
+    attempt = f" (attempt {rec['attempt']} of {A.MAX_ATTEMPTS})" if rec["attempt"] else ""
+    out.append(_row("build", f"{rec['build'] or '-'}{attempt}"))
+    out += [_row("message", rec["message"])] if rec["message"] else []
+    out.append(_row("image", rec["image"] or "-"))
+    history = report["imageHistory"]
+    out.append(_row("image history", f"{len(history)} image(s)" if history else "-"))
+    out += [_row("", f"{h['buildId'] or '(no id)'} -> {h['image']}") for h in history]
+    out += [_row("rebuild token", rec["rebuildToken"])] if rec["rebuildToken"] else []
+    build, live = report["build"], report["liveBuild"]
+    if build:
+        out.append("the build for the current inputs\n")
+        out.append(_row("build id", build["buildId"]))
+        out.append(_row("build", f"{build['ref']} (attempt {build['attempt']} of {build['maxAttempts']})"))
+        out.append(_row("live object", "none" if live is None else
+                        f"{live['kind']} {live['name']}: phase {live['phase'] or '-'}, state {live['state']}"
+                        + (f": {live['message']}" if live["message"] else "")))
+    row = report["transition"]
+    out.append(f"decision: {row['row']}\n")
+    out += [_row("situation", row["situation"])] if row["situation"] else []
+    out.append(_row("because", row["because"]))
+    out += [_row("outcome", row["outcome"])] if row["outcome"] else []
+    run = report["thisRun"]
+    move = (f"{run['stateBefore'] or '-'} -> {run['stateAfter']}" if run["stateAfter"] else "no state change")
+    out.append(f"this run would: {move}" + (f" ({run['message']})" if run["message"] else "") + "\n")
+    out += [f"  - {line}\n" for line in run["actions"]] or ["  - no writes\n"]
+    out += [f"  note: {line}\n" for line in run["notes"]]
+    out.append("what would change the outcome\n")
+    out += [f"  - {line}\n" for line in report["wouldChange"]]
+    return "".join(out)
