@@ -2,7 +2,7 @@
 rollout Component installed (its ClusterRole and its ValidatingAdmissionPolicy decide every
 MachineConfig write), the real docker-registry for reuse, and the test-only render controller
 (tests/support/mcorender.py, upstream rules cited there) playing the MCO between runs. What the imitation
-does not prove (the daemon, drain, reboot, a node's pull) is said in the README."""
+does not prove (the daemon, drain, reboot, a node's pull) is said in docs/rollout.md."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(
         assert gets == []                                 # the content digest is recorded: no read
         lists = sorted(e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
                        if e["verb"] == "list")
-        # the 6 LISTs of a steady run (README, "Live clusters") and one of our MachineConfigs
+        # the 6 LISTs of a steady run (docs/design.md, "Talking to the API server") and one of our MachineConfigs
         assert lists == sorted(["configmaps", "configmaps", "secrets", "pods", "builds", "machineconfigpools",
                                 "machineconfigs"])
 

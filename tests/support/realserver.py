@@ -8,7 +8,7 @@ counts. It serves the openshift/api CRDs for MachineConfigPool, MachineConfig an
 `../shared/schemas/`), Proxy (`tests/tools/realapi/crds/`), and a CRD for `build.openshift.io/v1` Builds
 made from the Build schema in `../shared/schemas/jsonschema/` (OpenShift serves Builds from its own
 API server: a CRD gives their shape and the RBAC and audit of a real server, not OpenShift's build
-admission or defaulting; see the README).
+admission or defaulting; see docs/development.md).
 """
 
 from __future__ import annotations

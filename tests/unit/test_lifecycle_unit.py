@@ -265,9 +265,9 @@ def test_decide_is_one_match_over_what_was_observed():
         assert lifecycle.decide(observed) is expected, observed
 
 
-def test_the_readme_lifecycle_table_is_the_transition_table():
-    """README "## Lifecycle": one row per Transition, `| NAME | situation | outcome |`."""
-    text = (F.ROOT / "README.md").read_text()
+def test_the_contract_lifecycle_table_is_the_transition_table():
+    """docs/contract.md "## Lifecycle": one row per Transition, `| NAME | situation | outcome |`."""
+    text = (F.ROOT / "docs" / "contract.md").read_text()
     section = text.split("## Lifecycle", 1)[1].split("\n## ", 1)[0]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
     table = {r[0].strip("| `"): (r[1], r[2].rstrip(" |")) for r in rows}

@@ -88,7 +88,7 @@ def test_a_failure_is_counted_once_not_on_every_run_over_the_failed_pool(run_cli
 
 def test_a_422_on_the_guarded_pool_patch_is_replanned_on_the_stand_in(tmp_path, run_cli):
     """A patch whose `test` of resourceVersion fails answers 422: that pool is read again, re-planned
-    and patched once more (README, "Live clusters")."""
+    and patched once more (docs/design.md, "Talking to the API server")."""
     from reconcile import cli
     from tests.support.apiserver import APIServer, Fault
     with APIServer(F.cluster(), clock=lambda: F.NOW) as server:
