@@ -91,9 +91,9 @@ def test_argocd_overlay_waves_and_hook():
 def test_argocd_cm_component_merges_into_an_argo_cd_install(tmp_path):
     shutil.copytree(F.ROOT / "kustomize/overlays/argocd/argocd-cm", tmp_path / "argocd-cm")
     (tmp_path / "argocd-cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm, namespace: argocd}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm}\n"    # as Argo CD's install.yaml has it
         "data: {url: https://argocd.example.com}\n")
-    (tmp_path / "kustomization.yaml").write_text("resources: [argocd-cm.yaml]\ncomponents: [argocd-cm]\n")
+    (tmp_path / "kustomization.yaml").write_text("namespace: argocd\nresources: [argocd-cm.yaml]\ncomponents: [argocd-cm]\n")
     (cm,) = build(tmp_path)
     assert cm["data"]["url"] == "https://argocd.example.com"                # merged, not replaced
     for key in ("resource.customizations.health.machineconfiguration.openshift.io_MachineConfigPool",
