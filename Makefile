@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench lock clean realapi
+.PHONY: install demo test lint bench lock clean realapi argocd
 
 install: $(STAMP)
 
@@ -47,7 +47,13 @@ realapi:
 	@if command -v go >/dev/null; then bash tests/tools/realapi/build.sh >/dev/null; \
 	  else echo 'go is not on the PATH: the realapi suite will skip (OCL_REALAPI=require makes it fail)'; fi
 
-test: install realapi
+# Argo CD's real `argocd` CLI (and its install.yaml), which judges our health checks: built once from
+# the Go module pinned in tests/tools/argocd/go.mod into ~/.cache/ocl-reconciler (OCL_ARGOCD_CACHE).
+argocd:
+	@if command -v go >/dev/null; then bash tests/tools/argocd/build.sh >/dev/null; \
+	  else echo 'go is not on the PATH: the Argo CD health tests will skip (OCL_ARGOCD=require makes them fail)'; fi
+
+test: install realapi argocd
 	$(PY) -m pytest -q
 
 lint: install
