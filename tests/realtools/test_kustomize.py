@@ -84,8 +84,8 @@ def test_argocd_overlay_waves_and_hook():
     assert annotations["argocd.argoproj.io/hook"] == "PostSync"
     assert "BeforeHookCreation" in annotations["argocd.argoproj.io/hook-delete-policy"]
     (cronjob,) = by_kind(docs, "CronJob")
-    assert hook["spec"]["template"]["spec"]["containers"][0]["image"] == \
-        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    # the hook runs the CronJob's Pod: the same image, label, service-CA mount (--registry-ca's default)
+    assert hook["spec"]["template"] == cronjob["spec"]["jobTemplate"]["spec"]["template"]
 
 
 def test_argocd_cm_component_merges_into_an_argo_cd_install(tmp_path):
