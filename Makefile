@@ -40,6 +40,8 @@ demo: install
 	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run4.yaml
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run4.yaml
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run4.yaml && echo 'no differences: nothing is built again'
+	@echo; echo '### 7. explain: why infra stays Failed, and what would build it again'
+	$(VENV)/bin/ocl-reconcile explain infra --snapshot $(DEMO)/run4.yaml | sed -n '/^decision/,$$p'
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
