@@ -1,4 +1,4 @@
-"""The public contract written on each MachineConfigPool (README: "Results recorded on the pool").
+"""The public contract written on each MachineConfigPool (docs/contract.md: "Results on the pool").
 
 Only these keys are ours; every write touches these keys alone.
 """
@@ -17,13 +17,13 @@ BUILT_CONFIG = PREFIX + "built-config"
 REBUILD = PREFIX + "rebuild"
 REBUILD_HANDLED = PREFIX + "rebuild-handled"
 ATTEMPT = PREFIX + "attempt"
-#: `<rendered config>=<digest>`: the image content (build/imagecontent.py) of the rendered config
+#: `<rendered config>=<digest>`: the image content (imagebuild/imagecontent.py) of the rendered config
 #: the state is about, so a steady run never reads the MachineConfig to know it
 CONTENT = PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
-#: steady run need not list the nodes (build/clusterfacts.py)
+#: steady run need not list the nodes (imagebuild/clusterfacts.py)
 ARCH = PREFIX + "arch"
-#: on a build Pod and on its pool: the image the build runs in (build/settings.py)
+#: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: At most this many images are remembered (annotations share 256 KiB per object).

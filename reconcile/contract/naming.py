@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 #: Where the settings and our build objects live unless `-n` says otherwise (the MCO's namespace).
-#: Our own namespace (README, "Where everything lives"): never the MCO's, where our token would
+#: Our own namespace (docs/namespace.md): never the MCO's, where our token would
 #: mean much more than we use.
 DEFAULT_NAMESPACE = "ocl-reconciler"
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -37,7 +37,7 @@ class Blocked(Exception):
 class BuildInputs:
     """Every input a build depends on; hashed into the build id. The rendered config is named by
     the objects and the image's tag, but the id hashes what it holds (`content`,
-    build/imagecontent.py), not its name, which changes with our own osImageURL."""
+    imagebuild/imagecontent.py), not its name, which changes with our own osImageURL."""
     pool: str
     rendered_config: str
     base_image: str
@@ -88,7 +88,7 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
 def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
            facts: clusterfacts.ClusterFacts | None = None) -> BuildInputs:
     """`content`: the image content digest of the pool's rendered config (None: it could not be
-    read); `facts`: the OS streams and nodes (build/clusterfacts.py)."""
+    read); `facts`: the OS streams and nodes (imagebuild/clusterfacts.py)."""
     md = pool.get("metadata") or {}
     name = md.get("name", "")
     if not _LABEL_VALUE.match(naming.pool_label(name)):

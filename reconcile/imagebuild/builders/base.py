@@ -31,7 +31,7 @@ class BuildContext:
     #: our ConfigMap with the cluster's registries.conf / policy.json (containersconf), and its keys
     containers_configmap: str | None = None
     containers_files: tuple[str, ...] = ()
-    #: where the build may run: the pool's architecture (build/architecture.py); {} = anywhere
+    #: where the build may run: the pool's architecture (imagebuild/architecture.py); {} = anywhere
     node_selector: Mapping[str, str] = field(default_factory=dict)
     #: requests and limits, and the deadline in seconds (settings: the same for both builders)
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
