@@ -249,7 +249,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         raw = len(encoding.json_bytes(machineconfig))
         raise Blocked(f"MachineConfig {inp.rendered_config}: encoded size {len(encoded)} bytes "
                       f"({raw} bytes of JSON) exceeds the ceiling of {encoding.CEILING} bytes "
-                      f"({encoding.CEILING // encoding.PART_SIZE} ConfigMaps)")
+                      f"({-(-encoding.CEILING // encoding.PART_SIZE)} ConfigMaps)")
     n = names(inp)
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations=naming.annotations(inp.rendered_config, wave=0),
