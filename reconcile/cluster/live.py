@@ -40,6 +40,8 @@ METADATA_PAGE = 10_000
 RETRYABLE = {429, 500, 502, 503, 504}
 #: kube-apiserver answers a LIST with metadata only for this Accept (any resource, built-in or CRD)
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#: ...and a write with the written object's metadata only (every handler transforms its answer so)
+METADATA_ECHO = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 MAX_LIST_RESTARTS = 3
 
 
@@ -169,7 +171,13 @@ class LiveCluster:
         return any(r.get("name") == plural for r in found.get("resources") or [])
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return self._request("POST", _path(obj["kind"], objects.namespace(obj)), body=dict(obj))
+        """The created object's apiVersion, kind and metadata: the server answers a create with
+        the object's metadata alone (PartialObjectMetadata, as for a metadata-only LIST), as no
+        caller reads the echo of what it sent (a ConfigMap's is a MiB of encoded MachineConfig)."""
+        echo = self._request("POST", _path(obj["kind"], objects.namespace(obj)), body=dict(obj),
+                             accept=METADATA_ECHO) or {}
+        return {"apiVersion": obj.get("apiVersion"), "kind": obj["kind"],
+                "metadata": echo.get("metadata") or {}}
 
     def patch(self, kind: str, namespace: str, name: str,
               ops: list[dict[str, Any]]) -> dict[str, Any]:

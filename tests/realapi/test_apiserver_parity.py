@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from reconcile.cluster.live import METADATA_ECHO
 from tests.support import factory as F
 from tests.support.apiserver import APIServer
 from tests.unit.test_builders import generate
@@ -67,12 +68,14 @@ def sequence(rv: dict[str, str]) -> list[tuple[str, str, str, Any, str]]:
         ("our Build", "POST", f"/apis/build.openshift.io/v1/namespaces/{NS}/builds", build, "application/json"),
         ("delete", "DELETE", f"{CM}/parity", None, ""),
         ("delete missing", "DELETE", f"{CM}/parity", None, ""),
+        ("create, answered with metadata only", "POST", CM, dict(cm, metadata={"name": "echo"}), "application/json"),
     ]
 
 
-def send(url: str, method: str, path: str, body: Any, ctype: str, token: str, ctx) -> tuple[int, dict]:
+def send(url: str, method: str, path: str, body: Any, ctype: str, token: str, ctx,
+         accept: str = "application/json") -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": accept}
     if ctype:
         headers["Content-Type"] = ctype
     req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
@@ -90,13 +93,19 @@ def play(url: str, token: str, ctx) -> list[tuple[str, int, str, Any]]:
         if body == "fresh":
             _, live = send(url, "GET", f"{CM}/parity", None, "", token, ctx)
             body = dict(live, data={"k": "fresh"})
-        status, resp = send(url, method, path, body, ctype, token, ctx)
+        metadata_only = label == "create, answered with metadata only"      # what live.create asks for
+        status, resp = send(url, method, path, body, ctype, token, ctx,
+                            METADATA_ECHO if metadata_only else "application/json")
         reason = resp.get("reason", "") if status >= 300 else ""
         seen: Any = None
         if label == "page of one":
             seen = (len(resp.get("items") or []), bool((resp.get("metadata") or {}).get("continue")))
         elif label == "key with a slash":
             seen = (resp.get("metadata") or {}).get("annotations")
+        elif metadata_only:
+            md = resp.get("metadata") or {}
+            seen = (resp.get("apiVersion"), resp.get("kind"), sorted(resp), md.get("name"),
+                    md.get("namespace"), bool(md.get("uid")), bool(md.get("resourceVersion")))
         elif label == "our Build" and status < 300:
             seen = sorted(resp.get("spec", {}).get("strategy", {}).get("dockerStrategy", {}))
         out.append((label, status, reason, seen))
@@ -117,5 +126,7 @@ def test_the_stand_in_answers_as_the_real_server_does(server):
         ("stale PUT", 409), ("fresh PUT", 200), ("delete with a wrong uid", 409), ("page of one", 200),
         ("bad continue token", 400), ("Event about a pool in our namespace", 422),
         ("Event about a pool in default", 201), ("the same Event again", 409), ("invalid name", 422),
-        ("our Build", 201), ("delete", 200), ("delete missing", 404)]
+        ("our Build", 201), ("delete", 200), ("delete missing", 404), ("create, answered with metadata only", 201)]
+    assert real[-1][3] == ("meta.k8s.io/v1", "PartialObjectMetadata", ["apiVersion", "kind", "metadata"], "echo",
+                           NS, True, True)
     assert imitation == real

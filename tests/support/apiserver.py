@@ -168,7 +168,7 @@ class Request:
     subresource: str = ""
     query: dict[str, str] = field(default_factory=dict)
     group: str = ""
-    metadata_only: bool = False          # Accept: ...;as=PartialObjectMetadataList
+    metadata_only: bool = False          # Accept: ...;as=PartialObjectMetadataList (or ...Metadata)
 
 
 class Store(MemoryCluster):
@@ -266,6 +266,10 @@ def _status(code: int, reason: str, message: str, details: dict | None = None) -
 
 _ERRORS = {NotFound: (404, "NotFound"), AlreadyExists: (409, "AlreadyExists"),
            Conflict: (409, "Conflict"), Invalid: (422, "Invalid")}
+
+
+#: the Accept of a metadata-only answer: PartialObjectMetadataList (a LIST) or PartialObjectMetadata
+_METADATA_AS = re.compile(r"as=PartialObjectMetadata(List)?(;|,|$)")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -368,7 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
         if verb == "create" and name:
             raise HttpError(405, "MethodNotAllowed", "POST to a named resource")
         return Request(verb, res.plural, namespace, name, sub, query, res.group,
-                       "as=PartialObjectMetadataList" in (self.headers.get("Accept") or "")), res, None
+                       bool(_METADATA_AS.search(self.headers.get("Accept") or ""))), res, None
 
     def _handle(self, method: str) -> None:
         api = self.api
@@ -414,6 +418,11 @@ class _Handler(BaseHTTPRequestHandler):
         if fault and fault.action == "drop-response":
             self._reset()
             return
+        if res is not None and req.verb != "list" and 200 <= code < 300 and req.metadata_only:
+            # as kube-apiserver transforms the answer of any verb (create, get, patch, ...) for
+            # Accept: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1
+            body = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": (body or {}).get("metadata", {})}
         self._send(code, body)
 
     # discovery --------------------------------------------------------------------------------
