@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from datetime import UTC, datetime
@@ -163,29 +164,51 @@ def _cluster(args, now: datetime):
         raise Fatal(str(err)) from None
 
 
-def _observe(cluster, args, now: datetime):
-    """Read the cluster; a failed read is fatal (exit 3), as nothing can be planned without it."""
-    from reconcile.cluster import ClusterError, observe
+def _planner(cluster, args, now: datetime):
+    """Read the cluster and make the planner of what was read: (observed, planner). A failed read
+    here or while planning is fatal (exit 3), as nothing can be planned without it."""
+    from reconcile.cluster import observe
     if args.registry_ca and not os.path.isfile(args.registry_ca):
         raise Fatal(f"--registry-ca {args.registry_ca}: no such file")         # before reading anything
-    try:
+    with _reading():
         seen = observe.observe(cluster, args.namespace)
-        planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
-        if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
-            from reconcile import registry
-            ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
-            planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
-                                                      ca_file=ca)
-        plans = planner.plan()
-        stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
-        import logging
+    planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
+    if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
+        from reconcile import registry
+        ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
+        planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
+                                                  ca_file=ca)
+    return seen, planner
+
+
+@contextlib.contextmanager
+def _reading():
+    from reconcile.cluster import ClusterError
+    try:
+        yield
+    except ClusterError as err:
+        raise Fatal(f"cannot read the cluster: {err}") from None
+
+
+def _notices(cluster, args, seen, plans) -> None:
+    """Said once a command: images recorded that reach no node, builds of an install elsewhere."""
+    from reconcile.cluster import observe
+    stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
+    import logging
+    with _reading():
         for notice in (observe.annotation_notice(cluster, stranded),
                        observe.moved_notice(seen.pools, args.namespace)):
             if notice:
                 logging.getLogger("reconcile").warning("%s", notice)
-        return seen, planner, plans
-    except ClusterError as err:
-        raise Fatal(f"cannot read the cluster: {err}") from None
+
+
+def _observe(cluster, args, now: datetime):
+    """Read the cluster and plan every pool at once (diff, render, explain)."""
+    seen, planner = _planner(cluster, args, now)
+    with _reading():
+        plans = planner.plan()
+    _notices(cluster, args, seen, plans)
+    return seen, planner, plans
 
 
 def cmd_run(args, now: datetime) -> int:
@@ -206,8 +229,11 @@ def cmd_run(args, now: datetime) -> int:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
     try:
-        seen, planner, plans = _observe(cluster, args, now)
-        result = apply.execute(cluster, plans, now, planner, planner.registry_client)
+        seen, planner = _planner(cluster, args, now)
+        with _reading():    # one pool at a time: planned, carried out, and what it needed dropped
+            result = apply.execute(cluster, planner.each(), now, planner, planner.registry_client,
+                                   planner.prune)
+        _notices(cluster, args, seen, [o.plan for o in result.outcomes])
     finally:
         try:
             lease.release(cluster, held)

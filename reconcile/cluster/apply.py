@@ -13,6 +13,7 @@ snapshot run) a prune only says what it would delete."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -21,7 +22,7 @@ from reconcile import registry
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.contract import naming, objects
 from reconcile.core import images, lifecycle
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import Action, PoolPlan, carried_out
 from reconcile.diff import view
 
 log = logging.getLogger("reconcile")
@@ -146,14 +147,15 @@ def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
     return True
 
 
-def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Replanner | None,
+def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replanner: Replanner | None,
               deleter: registry.Client | None) -> None:
-    for action in plan.actions:
+    pool = outcome.plan.pool
+    for action in actions:
         if action.verb == "prune":
             _prune(cluster, action, deleter, outcome)
             continue
         if action.verb == "create" and action.obj.get("kind") == "Event":
-            outcome.events_lost += not _tell(cluster, action, plan.pool)
+            outcome.events_lost += not _tell(cluster, action, pool)
             continue
         try:
             _do(cluster, action)
@@ -161,44 +163,80 @@ def _run_plan(cluster: Cluster, plan: PoolPlan, outcome: Outcome, replanner: Rep
             # a patch's resourceVersion test, or a delete's uid precondition: the object changed
             if action.verb not in ("patch", "delete") or replanner is None or outcome.replanned:
                 raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
-            log.info("pool %s: %s changed under us (%s); re-reading and re-planning", plan.pool,
-                     action.ref, err, extra={"pool": plan.pool})
+            log.info("pool %s: %s changed under us (%s); re-reading and re-planning", pool,
+                     action.ref, err, extra={"pool": pool})
             outcome.replanned = True
-            fresh = replanner.replan(plan.pool)
+            fresh = replanner.replan(pool)
             if fresh is not None:
                 outcome.plan = fresh
-                _run_plan(cluster, fresh, outcome, replanner, deleter)
+                _run_plan(cluster, fresh.actions, outcome, replanner, deleter)
             return
         except ClusterError as err:
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
-        log.info("%s %s", action.verb, action.ref, extra={"pool": plan.pool})
+        log.info("%s %s", action.verb, action.ref, extra={"pool": pool})
 
 
-def execute(cluster: Cluster, plans: list[PoolPlan], now: datetime,
-            replanner: Replanner | None = None, deleter: registry.Client | None = None) -> RunResult:
-    """`deleter` deletes images from the registry; None (a snapshot run) only says what it would."""
+def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
+            replanner: Replanner | None = None, deleter: registry.Client | None = None,
+            pruner: Callable[[list[PoolPlan]], object] | None = None) -> RunResult:
+    """Carry out each plan as it comes: `plans` may be made one at a time as they are asked for
+    (run: a pool is planned, carried out, and what it needed dropped before the next one is
+    planned), and an outcome keeps its plan as carried out (`actions.carried_out`: no created
+    body, an encoded MachineConfig is a MiB). `pruner` then adds the image prunes, which need
+    every pool's plan (what any pool uses after the run is kept), and they are carried out last,
+    for the pools whose plan went through. `deleter` deletes images from the registry; None (a
+    snapshot run) only says what it would."""
     result = RunResult()
     for plan in plans:
         outcome = Outcome(plan)
-        try:
-            _run_plan(cluster, plan, outcome, replanner, deleter)
-        except RegistryFailure as err:
-            outcome.error, outcome.error_reason = f"pool {plan.pool}: {err}", "registry"
-            log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
-        except ClusterError as err:
-            outcome.error = str(err)
-            outcome.error_reason = str(err.status or type(err).__name__)
-            log.error("pool %s: %s", plan.pool, err, extra={"pool": plan.pool})
-            outcome.events_lost += _record_error(cluster, plan.pool, str(err), now)
-        done = outcome.plan
-        if not outcome.error:
-            for note in done.notes:         # what the plan chose not to do, or what its writes mean
-                log.info("pool %s: %s", done.pool, note, extra={"pool": done.pool})
-        if done.state_before != done.state_after and done.state_after and not outcome.error:
-            log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
-                     f" ({done.message})" if done.message else "", extra={"pool": done.pool})
+        _carry_out(cluster, outcome, plan.actions, now, replanner, deleter)
         result.outcomes.append(outcome)
+        del plan                # the plan as made (its bodies) goes before the next one is made
+    if pruner is not None:
+        _prune_after(cluster, result.outcomes, pruner, now, deleter)
     return result
+
+
+def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: datetime,
+               replanner: Replanner | None, deleter: registry.Client | None, notes_from: int | None = None
+               ) -> None:
+    """Do these actions of the outcome's plan; a failure is the pool's error (recorded on it).
+    Then the plan's notes and state change are logged, or with `notes_from` (its prunes, done
+    last) the notes from there on."""
+    pool = outcome.plan.pool
+    try:
+        _run_plan(cluster, actions, outcome, replanner, deleter)
+    except RegistryFailure as err:
+        outcome.error, outcome.error_reason = f"pool {pool}: {err}", "registry"
+        log.error("pool %s: %s", pool, err, extra={"pool": pool})
+    except ClusterError as err:
+        outcome.error = str(err)
+        outcome.error_reason = str(err.status or type(err).__name__)
+        log.error("pool %s: %s", pool, err, extra={"pool": pool})
+        outcome.events_lost += _record_error(cluster, pool, str(err), now)
+    done = outcome.plan
+    if not outcome.error:
+        for note in done.notes[notes_from or 0:]:   # what the plan chose not to do, or what its writes mean
+            log.info("pool %s: %s", done.pool, note, extra={"pool": done.pool})
+    if notes_from is None and done.state_before != done.state_after and done.state_after \
+            and not outcome.error:
+        log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
+                 f" ({done.message})" if done.message else "", extra={"pool": done.pool})
+    outcome.plan = carried_out(done)
+
+
+def _prune_after(cluster: Cluster, outcomes: list[Outcome], pruner: Callable[[list[PoolPlan]], object],
+                 now: datetime, deleter: registry.Client | None) -> None:
+    """The image prunes of plans carried out one at a time, added once all are known and done for
+    the pools whose plan went through (a re-planned pool's new plan had its own)."""
+    marks = [(len(o.plan.actions), len(o.plan.notes)) for o in outcomes]
+    pruner([o.plan for o in outcomes])
+    for outcome, (acted, noted) in zip(outcomes, marks, strict=True):
+        added = outcome.plan.actions[acted:]
+        if outcome.error or outcome.replanned:
+            del outcome.plan.actions[acted:], outcome.plan.notes[noted:]
+        elif added or len(outcome.plan.notes) > noted:
+            _carry_out(cluster, outcome, added, now, None, deleter, notes_from=noted)
 
 
 def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime) -> int:

@@ -7,7 +7,7 @@ streams singleton once a run, the nodes only when build/clusterfacts.py says the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -300,37 +300,44 @@ class Planner:
         any pool uses, and a rollout looks at every pool's selector."""
         return {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
 
-    def _plan(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str]
-              ) -> list[PoolPlan]:
-        """Decide every pool first (pure), ask the registry about images a build could reuse, read
-        the MachineConfigs and build material only for the transitions that still make a new
-        build, then build each transition's actions (pure)."""
+    def _each(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str],
+              hold: bool = True) -> Iterator[PoolPlan]:
+        """Plan one pool at a time, in decide_cluster's order: decide it (pure; its rendered
+        MachineConfig read first when no annotation records its content), decide it again on its
+        nodes' architecture when its build is due, ask the registry about an image it could
+        reuse, read the MachineConfig and build material if it still makes a new build, build its
+        actions (pure). Without `hold`, a MachineConfig no later pool renders is dropped when the
+        next plan is asked for (by then the caller carried this one out): a run holds one pool's
+        MachineConfig at a time, and reads each once. No image prunes (`_with_prunes`)."""
         valid = isinstance(self.seen.settings, Settings)     # else every pool is Blocked: read nothing
-        if valid:
-            self._read_machineconfigs(lifecycle.unknown_content(pools, only))
         everyone = self._everyone(pools)
         fresh = {(o.get("kind"), objects.name(o)) for o in owned}
         view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
             o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
-
-        def decide(facts: clusterfacts.ClusterFacts) -> list[lifecycle.Decision]:
-            return lifecycle.decide_cluster(self.seen.settings, pools, owned, only, self.machineconfigs,
-                                            view, facts, self.now)
+        scope = lifecycle.in_scope(pools, owned, only)
+        last = {lifecycle.rendered_config(e.pool): i for i, e in enumerate(scope) if e.pool is not None}
         from_nodes = clusterfacts.unrecorded(pools, only) if valid else frozenset()
-        decisions = decide(self._facts(pools, only, from_nodes) if valid else clusterfacts.ClusterFacts())
-        due_now = {d.pool_name for d in decisions if d.needs_build} - from_nodes
-        if due_now:
-            # their builds are due: decided again on their nodes' architecture, not the one recorded
-            decisions = decide(self._facts(pools, only, from_nodes | due_now))
-        decisions = [lifecycle.with_lookup(d, self._lookup(d.candidate)) if d.candidate else d
-                     for d in decisions]
-        due = [d for d in decisions if d.needs_build]
-        if due:
-            self.read(d.inputs.rendered_config for d in due)
-        plans = [lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
-                                if d.needs_build else None, self.material) for d in decisions]
-        self.decided.update((d.pool_name, d) for d in decisions)
-        return self._with_prunes(plans, pools)
+        facts = self._facts(pools, only, from_nodes) if valid else clusterfacts.ClusterFacts()
+        due: clusterfacts.ClusterFacts | None = None            # with the nodes, once some build is due
+        for i, entry in enumerate(scope):
+            if valid and entry.pool is not None:
+                self._read_machineconfigs(lifecycle.unknown_content([entry.pool]))
+            d = lifecycle.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts, self.now)
+            if d.needs_build and entry.name not in from_nodes:
+                # its build is due: decided again on its nodes' architecture, not the one recorded
+                due = due or self._facts(pools, only, from_nodes | {entry.name})
+                d = lifecycle.decide_one(self.seen.settings, entry, self.machineconfigs, view,
+                                         due.with_fresh(from_nodes | {entry.name}), self.now)
+            if d.candidate:
+                d = lifecycle.with_lookup(d, self._lookup(d.candidate))
+            if d.needs_build:
+                self.read([d.inputs.rendered_config])
+            self.decided[d.pool_name] = d
+            yield lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
+                                if d.needs_build else None, self.material)
+            if not hold:
+                for name in [n for n in self.machineconfigs if last.get(n, -1) <= i]:
+                    del self.machineconfigs[name]
 
     def _with_prunes(self, plans: list[PoolPlan], pools: list[dict[str, Any]]) -> list[PoolPlan]:
         """Registry deletes are actions of the pool's plan too. What pools and nodes use is
@@ -359,12 +366,26 @@ class Planner:
         return auth.auths(secret)
 
     def plan(self) -> list[PoolPlan]:
-        return self._plan(self.seen.pools, self.seen.owned, self.only)
+        """Every pool's plan, image prunes included, holding every MachineConfig read (diff,
+        render and explain show them); `each` is run's."""
+        return self._with_prunes(list(self._each(self.seen.pools, self.seen.owned, self.only)),
+                                 self.seen.pools)
+
+    def each(self) -> Iterator[PoolPlan]:
+        """Every pool's plan, made when asked for: the caller carries each out before it asks for
+        the next, which drops what the last one needed. Image prunes need every pool's plan:
+        `prune` adds them to the plans once all are made."""
+        return self._each(self.seen.pools, self.seen.owned, self.only, hold=False)
+
+    def prune(self, plans: list[PoolPlan]) -> list[PoolPlan]:
+        """The prunes of `each`'s plans, added to them (what any pool uses after them is kept)."""
+        return self._with_prunes(plans, self.seen.pools)
 
     def replan(self, pool_name: str) -> PoolPlan | None:
         pool = self.cluster.get("MachineConfigPool", "", pool_name)
         owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings))
-        plans = self._plan([pool] if pool else [], owned, [pool_name])
+        pools = [pool] if pool else []
+        plans = self._with_prunes(list(self._each(pools, owned, [pool_name])), pools)
         return plans[0] if plans else None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconcile.contract import objects
@@ -47,3 +47,12 @@ class PoolPlan:
         if verb == "prune":
             return sum(len(a.images) for a in self.actions if a.verb == "prune")
         return sum(1 for a in self.actions if a.verb == verb and a.obj.get("kind") != "Event")
+
+
+def carried_out(plan: PoolPlan) -> PoolPlan:
+    """The plan as a run keeps it once carried out: each created object reduced to its kind and
+    metadata (the body went to the server; an encoded MachineConfig is a MiB), all that the
+    summary, metrics and image pruning read of it."""
+    return replace(plan, actions=[replace(a, obj={k: a.obj[k] for k in ("apiVersion", "kind", "metadata")
+                                                  if k in a.obj}) if a.verb == "create" else a
+                                  for a in plan.actions])

@@ -177,7 +177,7 @@ def opted_in(pool: Mapping[str, Any]) -> bool:
 def content_of(pool: Mapping[str, Any], machineconfigs: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The image content digest of the pool's current rendered config: recorded on the pool, else
     from its MachineConfig (None when that is not in `machineconfigs` or missing)."""
-    rendered = _rendered(pool)
+    rendered = rendered_config(pool)
     known = A.recorded_content(objects.annotations(pool), rendered)
     if known:
         return known
@@ -189,12 +189,12 @@ def unknown_content(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()
     """The rendered configs whose content no pool annotation records: the only MachineConfigs a
     run reads before deciding (a steady run reads none)."""
     selected = set(only)
-    return sorted({_rendered(p) for p in pools if opted_in(p) and _rendered(p)
+    return sorted({rendered_config(p) for p in pools if opted_in(p) and rendered_config(p)
                    and (not selected or objects.name(p) in selected)
-                   and not A.recorded_content(objects.annotations(p), _rendered(p))})
+                   and not A.recorded_content(objects.annotations(p), rendered_config(p))})
 
 
-def _rendered(pool: Mapping[str, Any]) -> str:
+def rendered_config(pool: Mapping[str, Any]) -> str:
     return (((pool.get("spec") or {}).get("configuration") or {}).get("name") or "")
 
 
@@ -274,7 +274,8 @@ def decide_cluster(settings: Settings | Problem, pools: Iterable[Mapping[str, An
     pools and objects."""
     pools, owned = list(pools), list(owned)
     view = view if view is not None else rollout_view(settings, pools, owned)
-    return [decide_one(settings, entry, machineconfigs, view, facts, now) for entry in in_scope(pools, owned, only)]
+    return [decide_one(settings, entry, machineconfigs, view, facts, now)
+            for entry in in_scope(pools, owned, only)]
 
 
 @dataclass(frozen=True)

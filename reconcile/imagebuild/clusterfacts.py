@@ -1,5 +1,5 @@
 """What a build depends on beyond the settings and the pool's own objects: the OS stream the pool
-builds on (build/osstream.py) and its nodes' architecture (build/architecture.py), each read from
+builds on (imagebuild/osstream.py) and its nodes' architecture (imagebuild/architecture.py), each read from
 the cluster at most once per run.
 
 - The singleton `OSImageStream` is read (one GET) whenever some pool is opted in: a pool that names
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconcile.contract import annotations as A
@@ -48,6 +48,13 @@ class ClusterFacts:
 
     def reads_nodes_for(self, pool: str) -> bool:
         return self.nodes is not None and (self.fresh is None or pool in self.fresh)
+
+    def with_fresh(self, fresh: frozenset[str]) -> ClusterFacts:
+        """The same facts for other `fresh` pools, sharing the node-to-pool assignment: a run that
+        decides one pool at a time works it out once, not once a pool."""
+        other = replace(self, fresh=fresh)
+        other.__dict__["members"] = self.members
+        return other
 
 
 def stream(pool: Mapping[str, Any], facts: ClusterFacts) -> osstream.Stream | None:
