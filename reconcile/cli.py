@@ -27,6 +27,7 @@ commands:
   render  the build objects the current plan keeps or creates, as a YAML stream on stdout
   status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
   explain what a run saw for one pool, the lifecycle row it chose and why, what would change it
+  preflight  read-only checks of a live cluster before the first run: ok / warn / fail, what to do
 `ocl-reconcile COMMAND --help` says each one's flags and exit codes.
 
 examples:
@@ -65,6 +66,15 @@ COMMAND_HELP = {
                 "reads; no writes, secret values never shown.",
                 "exit codes: 0 explained; 2 no such pool (and nothing of ours for it); 3 the cluster or "
                 "snapshot cannot be read"),
+    "preflight": ("Read-only checks of a live cluster before the first run, one line each (ok, warn or fail, "
+                  "and what to do): the namespace and settings, the pull and push Secrets, our "
+                  "ServiceAccount's permissions (SelfSubjectAccessReview, by impersonation where you may), "
+                  "the build's ServiceAccount and SCC, the registry's /v2/ with the push credentials, the "
+                  "OpenShift version and the MCO's own builder, every opted-in pool, and the build Pod "
+                  "judged by the server (dryRun=All). No --snapshot: the server must answer "
+                  "(docs/preflight.md).",
+                  "exit codes: 0 every check ok; 1 a warning; 2 a failure (or --snapshot); 3 the cluster "
+                  "cannot be reached"),
 }
 
 class Fatal(Exception):
@@ -134,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="as for diff: which images run would delete from the registry")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text",
                          help="json: the same report for scripts")
+    preflight = command("preflight", "check a live cluster before the first run", [source, namespaced])
+    preflight.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                           help="json: a list of {check, result, message, hint} for scripts")
     return parser
 
 
@@ -168,17 +181,22 @@ def _planner(cluster, args, now: datetime):
     """Read the cluster and make the planner of what was read: (observed, planner). A failed read
     here or while planning is fatal (exit 3), as nothing can be planned without it."""
     from reconcile.cluster import observe
-    if args.registry_ca and not os.path.isfile(args.registry_ca):
-        raise Fatal(f"--registry-ca {args.registry_ca}: no such file")         # before reading anything
+    ca = _registry_ca(args)                                                     # before reading anything
     with _reading():
         seen = observe.observe(cluster, args.namespace)
     planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
     if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
         from reconcile import registry
-        ca = args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
         planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                   ca_file=ca)
     return seen, planner
+
+
+def _registry_ca(args) -> str | None:
+    """--registry-ca (a file that must exist), else the mounted service CA where it is."""
+    if args.registry_ca and not os.path.isfile(args.registry_ca):
+        raise Fatal(f"--registry-ca {args.registry_ca}: no such file")
+    return args.registry_ca or (REGISTRY_CA if os.path.exists(REGISTRY_CA) else None)
 
 
 @contextlib.contextmanager
@@ -339,8 +357,27 @@ def cmd_explain(args, now: datetime) -> int:
     return EXIT_OK
 
 
+def cmd_preflight(args, now: datetime) -> int:
+    if args.snapshot:
+        print("error: preflight asks the live server (permissions, the registry, admission of the build "
+              "Pod): --snapshot cannot answer that; `diff --snapshot FILE` shows what a run would do",
+              file=sys.stderr)
+        return EXIT_BLOCKED
+    from reconcile.cluster import ClusterError
+    from reconcile.cluster import preflight as read
+    from reconcile.output import preflight
+    ca = _registry_ca(args)
+    cluster = _cluster(args, now)
+    try:                        # only an unreachable server or refused credentials get here
+        results = preflight.checks(read.gather(cluster, args.namespace, ca, now))
+    except ClusterError as err:
+        raise Fatal(f"cannot read the cluster: {err}") from None
+    sys.stdout.write(preflight.as_json(results) if args.output == "json" else preflight.text(results))
+    return preflight.exit_code(results)
+
+
 COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status,
-            "explain": cmd_explain}
+            "explain": cmd_explain, "preflight": cmd_preflight}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,14 +52,19 @@ def _plain_http(err: BaseException) -> bool:
     return isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLCertVerificationError)
 
 
+def host_and_path(repo: str) -> tuple[str, str]:
+    """A repository's registry host and path in it (docker.io for a name without a host)."""
+    host, _, path = repo.partition("/")
+    if "." not in host and ":" not in host and host != "localhost":
+        host, path = "docker.io", repo
+    return host, path
+
+
 def _split(image: str) -> tuple[str, str, str]:
     ref = imageref.parse(image)
     if not ref.digest:
         raise RegistryError(f"{image}: not a digested image reference")
-    host, _, path = ref.repo.partition("/")
-    if "." not in host and ":" not in host and host != "localhost":
-        host, path = "docker.io", ref.repo
-    return host, path, ref.digest
+    return (*host_and_path(ref.repo), ref.digest)
 
 
 def _token(challenge: str, basic: str | None, timeout: float, ctx: ssl.SSLContext) -> str | None:
@@ -80,6 +85,12 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float,
     """The status of an authorised request for a digested image's manifest: 2xx, 404 or 405;
     anything else raises RegistryError."""
     host, path, digest = _split(image)
+    return _call(method, host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx)[0]
+
+
+def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any], timeout: float,
+          ctx: ssl.SSLContext | None) -> tuple[int, str]:
+    """(status, URL) of an authorised request; `what` names it in errors."""
     entry = auths.get(host) or auths.get(f"https://{host}") or {}
     basic = entry.get("auth")
     if not basic and entry.get("username"):
@@ -88,32 +99,32 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float,
     schemes = list(_schemes(host))
     headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {})}
     for _ in range(2 + len(schemes)):
-        url = f"{schemes[0]}://{host}/v2/{path}/manifests/{digest}"
+        url = f"{schemes[0]}://{host}{path}"
         request = urllib.request.Request(url, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
-                return resp.status
+                return resp.status, url
         except urllib.error.HTTPError as err:
             if err.code in (404, 405):
-                return err.code
+                return err.code, url
             challenge = err.headers.get("WWW-Authenticate", "")
             if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
                     "Authorization", ""):
                 try:
                     token = _token(challenge, basic, timeout, ctx)
                 except (urllib.error.URLError, OSError, ValueError) as token_err:
-                    raise RegistryError(f"{image}: the registry's token service refused: "
+                    raise RegistryError(f"{what}: the registry's token service refused: "
                                         f"{getattr(token_err, 'code', '') or token_err}") from None
                 if token:
                     headers["Authorization"] = f"Bearer {token}"
                     continue
-            raise RegistryError(f"{image}: the registry answered {err.code} {err.reason}") from None
+            raise RegistryError(f"{what}: the registry answered {err.code} {err.reason}") from None
         except (urllib.error.URLError, OSError) as err:
             if len(schemes) > 1 and _plain_http(err):
                 schemes.pop(0)                  # a loopback registry without TLS
                 continue
-            raise RegistryError(f"{image}: {getattr(err, 'reason', err)}") from None
-    raise RegistryError(f"{image}: not authorised by the registry")
+            raise RegistryError(f"{what}: {getattr(err, 'reason', err)}") from None
+    raise RegistryError(f"{what}: not authorised by the registry")
 
 
 def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
@@ -122,6 +133,16 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     (neither of the last two is an error); raises RegistryError otherwise."""
     status = _send("DELETE", image, auths, timeout, ctx)
     return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
+
+
+def ping(host: str, auths: Mapping[str, Any], timeout: float = 30.0,
+         ctx: ssl.SSLContext | None = None) -> str:
+    """`GET /v2/` with the credentials for `host`: the API version check every client makes first,
+    and the registry's answer to them. Returns the URL that answered 2xx; raises RegistryError."""
+    status, url = _call("GET", host, "/v2/", host, auths, timeout, ctx)
+    if status >= 300:
+        raise RegistryError(f"{host}: {url} answered {status}: not a registry API")
+    return url
 
 
 def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
@@ -166,3 +187,6 @@ class Client:
 
     def exists(self, image: str) -> bool:
         return exists(image, *self._ready(image))
+
+    def ping(self, host: str) -> str:
+        return ping(host, *self._ready(host))

@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import tarfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,10 @@ def free_port() -> int:
 
 class Registry:
     """`docker-registry serve` on 127.0.0.1 with a free port, storage in a temporary folder;
-    with `tls` (a TestCA), it serves HTTPS with a certificate that CA signed."""
+    with `tls` (a TestCA), it serves HTTPS with a certificate that CA signed; with `htpasswd` (a
+    file of bcrypt entries), it answers only basic auth of its users."""
 
-    def __init__(self, root: Path, tls: TestCA | None = None):
+    def __init__(self, root: Path, tls: TestCA | None = None, htpasswd: Path | None = None):
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.tls = tls
@@ -83,7 +85,7 @@ class Registry:
             "version": 0.1, "log": {"level": "error"},
             "storage": {"filesystem": {"rootdirectory": str(root / f"registry-data-{self.port}")},
                         "delete": {"enabled": True}},
-            "http": http}))
+            "http": http, **({"auth": {"htpasswd": {"realm": "ocl", "path": str(htpasswd)}}} if htpasswd else {})}))
         self.proc = subprocess.Popen(["docker-registry", "serve", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"{'https' if tls else 'http'}://{self.host}"
@@ -93,6 +95,10 @@ class Registry:
             try:
                 with urllib.request.urlopen(f"{self.url}/v2/", timeout=1, context=self.context):
                     return
+            except urllib.error.HTTPError as err:
+                if err.code == 401:             # up, and asking for credentials
+                    return
+                time.sleep(0.1)
             except OSError:
                 time.sleep(0.1)
         self.stop()

@@ -50,6 +50,7 @@ ADMISSION = ("NamespaceLifecycle,ServiceAccount,PodSecurity,OwnerReferencesPermi
 CRDS = (F.SHARED / "schemas/machineconfigpools.crd.yaml", F.SHARED / "schemas/machineconfigs.crd.yaml",
         F.SHARED / "schemas/osimagestreams.crd.yaml", HERE / "crds/proxies.crd.yaml")
 BUILD_SCHEMA = F.SHARED / "schemas/jsonschema/build-build-v1.json"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata"}]}
 #: kind -> (API path prefix, plural, namespaced): what reset() clears and load() writes; the
@@ -258,19 +259,8 @@ class RealAPI:
     def _bootstrap(self) -> None:
         for ns in NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        crds = [yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()]
-        for crd in crds:
-            self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         deadline = time.monotonic() + 30
-        for crd in crds:
-            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-            while True:
-                conditions = (self.request("GET", path)[1].get("status") or {}).get("conditions") or []
-                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"CRD {crd['metadata']['name']} not established: {conditions}")
-                time.sleep(0.1)
+        self.add_crds([yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()], deadline)
         for kind in KINDS:          # a new CRD's storage answers 429 "(re)initializing" at first
             while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
                                ok=(429,))[0] == 429:
@@ -280,6 +270,40 @@ class RealAPI:
         for ns in NAMESPACES:       # kube-controller-manager would make these; it does not run here
             self.create({"apiVersion": "v1", "kind": "ServiceAccount",
                          "metadata": {"name": "default", "namespace": ns}})
+
+    def add_crds(self, crds: list[dict[str, Any]], deadline: float | None = None) -> None:
+        """Create CRDs and wait until each is Established and its resource served (a new CRD's
+        storage answers 429 "(re)initializing" at first)."""
+        deadline = deadline or time.monotonic() + 30
+        for crd in crds:
+            self.request("POST", CRD_PATH, crd)
+        for crd in crds:
+            path = f"{CRD_PATH}/{crd['metadata']['name']}"
+            while True:
+                conditions = (self.request("GET", path)[1].get("status") or {}).get("conditions") or []
+                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"CRD {crd['metadata']['name']} not established: {conditions}")
+                time.sleep(0.1)
+            spec = crd["spec"]
+            served = next(v["name"] for v in spec["versions"] if v.get("served"))
+            collection = f"/apis/{spec['group']}/{served}/{spec['names']['plural']}"
+            while self.request("GET", collection, ok=(404, 429))[0] != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{collection} is not served")
+                time.sleep(0.1)
+
+    def remove_crds(self, names: list[str]) -> None:
+        """Delete CRDs (their objects go with them) and wait until they are gone."""
+        deadline = time.monotonic() + 60
+        for name in names:
+            self.request("DELETE", f"{CRD_PATH}/{name}", ok=(404,))
+        for name in names:
+            while self.request("GET", f"{CRD_PATH}/{name}", ok=(404,))[0] != 404:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"CRD {name} is not deleted")
+                time.sleep(0.1)
 
     def install_product(self) -> None:
         """What an administrator deploys (`kubectl kustomize kustomize/base`: ServiceAccounts, Roles,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from reconcile.imagebuild import settings
 from reconcile.imagebuild.builders import build, pod
@@ -19,13 +20,20 @@ def for_type(builder_type: str) -> Builder:
 
 
 @functools.cache
-def reserved() -> tuple[frozenset[str], frozenset[str]]:
-    """Env var names and paths the build itself uses, read off a rendered build Pod: a build input
-    must not take them."""
+def sample_pod() -> dict[str, Any]:
+    """A build Pod rendered with placeholder inputs: what every build Pod has (its env names, mount
+    paths, ServiceAccount). Do not change it: it is cached."""
     ctx = BuildContext(**{f: "x" for f in ("namespace", "pool", "rendered_config", "name", "tag",
                                             "dockerfile_configmap", "pull_secret", "push_secret",
                                             "buildah_image")},
                        machineconfig_configmaps=("x",), labels={}, annotations={}, owner={})
-    (container,) = pod.render(ctx)["spec"]["containers"]
+    return pod.render(ctx)
+
+
+@functools.cache
+def reserved() -> tuple[frozenset[str], frozenset[str]]:
+    """Env var names and paths the build itself uses, read off a rendered build Pod: a build input
+    must not take them."""
+    (container,) = sample_pod()["spec"]["containers"]
     return (frozenset(e["name"] for e in container["env"]),
             frozenset(m["mountPath"] for m in container["volumeMounts"]))

@@ -1,0 +1,220 @@
+"""The reading half of `ocl-reconcile preflight` (output/preflight.py has the checks): everything read
+of a live cluster as the caller, read-only, into `Facts`. Permissions are asked of the server with
+SelfSubjectAccessReview under impersonation of our ServiceAccount (`Impersonate-User`, which the
+server answers as that account, with its groups) where the caller may impersonate it, else for the
+caller; the build object the planner would make is created with `dryRun=All` the same way, so that
+the server's own admission (PodSecurity, ServiceAccount, SCC on OpenShift) judges it. A failed read
+is a fact for its check; only an unreachable server or refused credentials end the command."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from reconcile import registry
+from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe
+from reconcile.contract import objects
+from reconcile.core import desired, lifecycle
+from reconcile.imagebuild import auth, settings
+from reconcile.imagebuild.settings import Settings
+from reconcile.output import preflight as P
+
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+CLUSTER_VERSION = ("config.openshift.io/v1", "clusterversions", "version")
+
+
+def _request(cluster: live.LiveCluster, method: str, path: str, body: Any = None,
+             query: list[tuple[str, str]] | None = None) -> Any:
+    return cluster._request(method, path, query, body)
+
+
+def _read(step: Any) -> tuple[Any, str]:
+    """(value, "") or (None, why it could not be read); an unreachable server is not a check's."""
+    try:
+        return step(), ""
+    except (Unreachable, Unauthorized):
+        raise
+    except ClusterError as err:
+        return None, str(err)
+
+
+def impersonating(cluster: live.LiveCluster, user: str) -> live.LiveCluster:
+    """The same connection, every request made as `user` (the server checks that we may)."""
+    from kubernetes import client
+    api = client.ApiClient(cluster.api.configuration, header_name="Impersonate-User", header_value=user)
+    return live.LiveCluster(api, cluster.deadline)
+
+
+def may(cluster: live.LiveCluster, namespace: str, verb: str, group: str, resource: str,
+        name: str = "") -> tuple[bool, str]:
+    """A SelfSubjectAccessReview: (allowed, the server's reason)."""
+    res, _, sub = resource.partition("/")
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": group,
+                                              "resource": res, "subresource": sub, "name": name}}}
+    status = (_request(cluster, "POST", REVIEWS, review) or {}).get("status") or {}
+    return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
+
+
+def whoami(cluster: live.LiveCluster) -> str:
+    """The caller's user name (SelfSubjectReview, GA in Kubernetes 1.28); "" if not served. The
+    first request: an unreachable server ends the command here."""
+    try:
+        found = _request(cluster, "POST", WHOAMI, {"apiVersion": "authentication.k8s.io/v1",
+                                                   "kind": "SelfSubjectReview"}) or {}
+    except (Unreachable, Unauthorized):
+        raise
+    except ClusterError:
+        return ""
+    return str(((found.get("status") or {}).get("userInfo") or {}).get("username") or "")
+
+
+def _account(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def _as(cluster: live.LiveCluster, caller: str, namespace: str, name: str) -> live.LiveCluster | None:
+    """The connection to ask as ServiceAccount namespace/name: the caller's own if it is that
+    account, an impersonating one if the caller may, else None."""
+    if caller == _account(namespace, name):
+        return cluster
+    allowed, _ = may(cluster, namespace, "impersonate", "", "serviceaccounts", name)
+    return impersonating(cluster, _account(namespace, name)) if allowed else None
+
+
+def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: datetime) -> P.Facts:
+    f = P.Facts(namespace, caller=whoami(cluster), registry_ca=ca_file)
+    f.namespace_obj, f.namespace_error = _read(lambda: _get(cluster, "/api/v1/namespaces", namespace))
+    seen, f.settings_error = _read(lambda: observe.observe(cluster, namespace))
+    if seen is not None:
+        f.settings, f.pools, f.owned = seen.settings, seen.pools, seen.owned
+    _secrets(cluster, f)
+    reconciler = _as(cluster, f.caller, namespace, P.RECONCILER_ACCOUNT)
+    f.impersonated = reconciler is not None and reconciler is not cluster
+    _permissions(reconciler or cluster, f)
+    _builder(cluster, f)
+    _registry(cluster, f)
+    f.cluster_version, f.cluster_version_error = _read(lambda: _get(
+        cluster, live.api_prefix(CLUSTER_VERSION[0]) + "/" + CLUSTER_VERSION[1], CLUSTER_VERSION[2]))
+    f.machineosconfigs, f.machineosconfigs_error = _read(lambda: _machineosconfigs(cluster))
+    if seen is not None and isinstance(seen.settings, Settings):
+        _plan(cluster, reconciler or cluster, seen, now, f)
+    return f
+
+
+def _get(cluster: live.LiveCluster, collection: str, name: str) -> dict[str, Any] | None:
+    try:
+        return _request(cluster, "GET", f"{collection}/{name}")
+    except NotFound:
+        return None
+
+
+def _secrets(cluster: live.LiveCluster, f: P.Facts) -> None:
+    """The pull and push Secrets the settings name, read as the caller."""
+    if not isinstance(f.settings, Settings):
+        return
+    for key, ref in (("baseImagePullSecretName", f.settings.pull_secret),
+                     ("finalImagePushSecretName", f.settings.push_secret)):
+        ns, name = settings.secret_location(f.namespace, ref)
+        secret, error = _read(lambda ns=ns, name=name: cluster.get("Secret", ns, name))
+        if error:
+            f.secret_errors[key] = error
+        else:
+            f.secrets[key] = secret
+
+
+def _permissions(asker: live.LiveCluster, f: P.Facts) -> None:
+    asked = []
+    for need in P.needs(f.settings, f.namespace):
+        answer, error = _read(lambda n=need: may(asker, n.namespace, n.verb, n.rule.group, n.rule.resource,
+                                                 n.name))
+        if error:
+            f.access_error = error
+            return
+        asked.append(P.Asked(need, answer[0]))
+    f.access = asked
+
+
+def _builder(cluster: live.LiveCluster, f: P.Facts) -> None:
+    """The build's ServiceAccount, and (ours) whether it may use the SCC, asked as it."""
+    pods = not isinstance(f.settings, Settings) or f.settings.builder_type == settings.CUSTOM_POD_BUILDER
+    name = P.builder_account() if pods else P.BUILD_ACCOUNT
+    f.builder_account, f.builder_account_error = _read(lambda: _get(
+        cluster, f"/api/v1/namespaces/{f.namespace}/serviceaccounts", name))
+    if not pods or f.builder_account is None:
+        return
+    builder = _as(cluster, f.caller, f.namespace, name)
+    if builder is None:
+        f.builder_scc_error = f"you may not impersonate ServiceAccount {f.namespace}/{name} to ask"
+        return
+    answer, f.builder_scc_error = _read(lambda: may(builder, f.namespace, "use", "security.openshift.io",
+                                                    "securitycontextconstraints", P.BUILDER_SCC))
+    f.builder_scc = answer[0] if answer else None
+
+
+def _registry(cluster: live.LiveCluster, f: P.Facts) -> None:
+    """`GET /v2/` of the pullspec's registry with the push Secret's credentials."""
+    s = f.settings
+    secret = f.secrets.get("finalImagePushSecretName")
+    if not isinstance(s, Settings) or secret is None:
+        return
+    try:
+        auths = auth.auths(secret)
+    except auth.AuthError:
+        return                                  # the push-secret line says why
+    client = registry.Client(lambda: auths, cluster.deadline, ca_file=f.registry_ca)
+    try:
+        f.registry_url = client.ping(registry.host_and_path(s.repo)[0])
+    except registry.RegistryError as err:
+        f.registry_error = str(err)
+
+
+def _machineosconfigs(cluster: live.LiveCluster) -> list[dict[str, Any]] | None:
+    if not cluster.serves(*observe.MACHINEOSCONFIGS):
+        return None
+    api_version, plural = observe.MACHINEOSCONFIGS
+    found = _request(cluster, "GET", f"{live.api_prefix(api_version)}/{plural}") or {}
+    return list(found.get("items") or [])
+
+
+def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Observed, now: datetime,
+          f: P.Facts) -> None:
+    """What the next run would do for each pool (the planner, no registry, no writes), and the
+    first buildable pool's build object created with dryRun=All (as our ServiceAccount if we may)."""
+    planner = observe.Planner(cluster, seen, now)
+    _, f.plan_error = _read(planner.plan)
+    if f.plan_error:
+        return
+    for name, d in sorted(planner.decided.items()):
+        f.decisions[name] = (d.transition.name, d.problem)
+    buildable = [d for _, d in sorted(planner.decided.items())
+                 if d.inputs is not None and d.transition is not lifecycle.Transition.BLOCKED
+                 and d.pool is not None and lifecycle.opted_in(d.pool)]
+    if not buildable:
+        f.dry_run_skipped = "no opted-in pool can be built"
+        return
+    d = buildable[0]
+    _, error = _read(lambda: planner.read([d.inputs.rendered_config]))
+    material = planner.material
+    why = error or (material.problem if material is not None and material.problem else "")
+    if why:
+        f.dry_run_skipped = why
+        return
+    try:
+        objs = desired.objects(seen.settings, d.pool, d.inputs, d.builder, planner.machineconfigs.get(
+            d.inputs.rendered_config) or lifecycle.MISSING, material, d.attempt)
+    except desired.Blocked as err:
+        f.dry_run_skipped = str(err)
+        return
+    build = objs[-1]
+    path = live._path(build["kind"], objects.namespace(build))
+    try:
+        _request(asker, "POST", path, build, [("dryRun", "All")])
+        f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name)
+    except (Unreachable, Unauthorized):
+        raise
+    except ClusterError as err:
+        admitted = err.status == 409 and "AlreadyExists" in str(err)      # admission ran before storage
+        f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name,
+                             "" if admitted else str(err), err.status)

@@ -1,0 +1,393 @@
+"""The pure checks of `ocl-reconcile preflight` (reconcile/output/preflight.py): each check's lines
+from facts made here, one broken part at a time, against a good baseline in which every line is ok.
+What they say comes from the sources they restate: the permissions table from kustomize/base and
+the rollout component, the version rules from docs/rollout.md's table, auth key matching from
+containers-auth.json(5) (host[:port][/namespace...], the most specific key wins, docker's legacy
+`https://index.docker.io/v1/`), the Pod Security levels from the pod-security.kubernetes.io labels.
+The real server's answers are tested in tests/realapi/test_realapi_preflight.py."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+
+import pytest
+import yaml
+
+from reconcile import cli
+from reconcile.contract import naming
+from reconcile.contract.problem import Problem
+from reconcile.imagebuild import settings
+from reconcile.output import preflight as P
+from tests.support import factory as F
+
+SECRET_AUTH = base64.b64encode(b"pusher:not-for-your-eyes").decode()
+DOCS = F.ROOT / "docs/preflight.md"
+
+
+def read_settings(**overrides: str | None) -> settings.Settings:
+    return settings.read(F.NS, {settings.BUILD_CONFIG: F.build_config(**overrides),
+                                settings.OSIMAGEURL: F.osimageurl()})
+
+
+def secret(name: str, *hosts: str) -> dict:
+    return F.secret(name, {"auths": {h: {"auth": SECRET_AUTH} for h in hosts}})
+
+
+def good(**changes) -> P.Facts:
+    """Facts of a cluster where every check is ok: what the realapi good setup reads."""
+    found = read_settings(rollout="machineconfig")
+    pool = F.pool()
+    facts = P.Facts(
+        F.NS, namespace_obj={"metadata": {"name": F.NS, "labels": {P.ENFORCE: "baseline"}}}, settings=found,
+        secrets={"baseImagePullSecretName": secret("pull-secret", "quay.io"),
+                 "finalImagePushSecretName": secret("push-secret", "registry.example.com:5000")},
+        caller="admin", impersonated=True,
+        builder_account={"metadata": {"name": "ocl-builder"}}, builder_scc=True,
+        registry_url="https://registry.example.com:5000/v2/",
+        cluster_version={"status": {"desired": {"version": "4.19.3"}}},
+        pools=[pool], decisions={"worker": ("START", "")},
+        dry_run=P.DryRun("Pod", "ocl-build-worker-0123456789ab", "worker"))
+    facts.access = [P.Asked(n, True) for n in P.needs(found, F.NS)]
+    return dataclasses.replace(facts, **changes)
+
+
+def lines(facts: P.Facts, check: str) -> list[P.Result]:
+    return [r for r in P.checks(facts) if r.check == check]
+
+
+def only(facts: P.Facts, check: str) -> P.Result:
+    (found,) = lines(facts, check)
+    return found
+
+
+def not_ok(facts: P.Facts) -> dict[str, str]:
+    return {r.check: r.result for r in P.checks(facts) if r.result != P.OK}
+
+
+def test_the_good_baseline_is_all_ok():
+    results = P.checks(good())
+    assert [r.check for r in results] == list(P.CHECKS)
+    assert not_ok(good()) == {} and P.exit_code(results) == 0
+
+
+# --- the permissions table is kustomize's rules ---------------------------------------------------
+
+def kustomize_rules(*files: str) -> set[tuple[str, str, str, str, str, str]]:
+    """(namespace, group, resource, verb, name, "Kind name") of every Role and ClusterRole rule in
+    these files; our namespace as the table's placeholder."""
+    out = set()
+    for path in files:
+        for doc in yaml.safe_load_all((F.ROOT / path).read_text()):
+            if not doc or doc["kind"] not in ("Role", "ClusterRole"):
+                continue
+            ns = doc["metadata"].get("namespace", "")
+            ns = P.OURS if ns == naming.DEFAULT_NAMESPACE else ns
+            for rule in doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            for name in rule.get("resourceNames") or [""]:
+                                out.add((ns, group, resource, verb, name, f"{doc['kind']} {doc['metadata']['name']}",
+                                         path))
+    return out
+
+
+def table(rules) -> set:
+    return {(r.namespace, r.group, r.resource, verb, name, r.role, r.source)
+            for r in rules for verb in r.verbs for name in (r.names or ("",))}
+
+
+def test_the_permissions_table_is_what_kustomize_base_grants():
+    base = [str(p.relative_to(F.ROOT)) for p in sorted((F.ROOT / "kustomize/base").glob("*.yaml"))]
+    assert table(P.PERMISSIONS) == kustomize_rules(*base)
+
+
+def test_the_rollout_permissions_are_what_the_component_grants():
+    assert table(P.ROLLOUT_PERMISSIONS) == kustomize_rules("kustomize/components/rollout/rbac.yaml")
+
+
+def test_the_accounts_and_the_scc_are_those_kustomize_base_makes():
+    docs = [d for p in (F.ROOT / "kustomize/base").glob("*.yaml") for d in yaml.safe_load_all(p.read_text()) if d]
+    accounts = {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"}
+    assert {P.RECONCILER_ACCOUNT, P.builder_account()} == accounts
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"
+                  and d["subjects"][0]["name"] == P.builder_account()]
+    assert binding["roleRef"]["name"] == f"system:openshift:scc:{P.BUILDER_SCC}"
+
+
+def test_needs_add_the_rollout_verbs_and_secrets_of_other_namespaces():
+    base = P.needs(read_settings(), F.NS)
+    assert len(base) == sum(len(r.verbs) * max(1, len(r.names)) for r in P.PERMISSIONS) == 33
+    assert {n.namespace for n in base if n.rule.namespace == P.OURS} == {F.NS}
+    assert len(P.needs(read_settings(rollout="machineconfig"), F.NS)) == 37
+    # the global pull secret is in the table already; one of another namespace is asked for
+    assert len(P.needs(read_settings(baseImagePullSecretName=None), F.NS)) == 33
+    extra = P.needs(read_settings(finalImagePushSecretName="team-a/pusher"), F.NS)[-1]
+    assert (extra.namespace, extra.verb, extra.rule.resource, extra.name) == ("team-a", "get", "secrets", "pusher")
+    assert P.needs(read_settings(), "elsewhere")[0].namespace == "elsewhere"
+
+
+# --- each check, one broken part at a time --------------------------------------------------------
+
+def test_namespace():
+    assert only(good(namespace_obj=None), "namespace").result == P.FAIL
+    assert "kustomize/base makes it" in only(good(namespace_obj=None), "namespace").hint
+    assert only(good(namespace_error="403 Forbidden"), "namespace").result == P.WARN
+
+
+def test_settings_not_valid_or_not_readable():
+    problem = good(settings=Problem("ConfigMap ocl-reconciler/on-cluster-build-config not found"))
+    assert not_ok(problem) == {"settings": P.FAIL}
+    # what needs valid settings has no line and is named as not checked
+    assert {r.check for r in P.checks(problem)}.isdisjoint({"pull-secret", "push-secret", "registry", "pools",
+                                                           "pod-security"})
+    assert "not checked without valid settings" in only(problem, "settings").hint
+    assert only(good(settings=None, settings_error="403"), "settings").result == P.FAIL
+
+
+@pytest.mark.parametrize("key, check", [("baseImagePullSecretName", "pull-secret"),
+                                        ("finalImagePushSecretName", "push-secret")])
+def test_a_missing_or_unreadable_secret_fails(key, check):
+    missing = good()
+    missing.secrets[key] = None
+    assert not_ok(missing) == {check: P.FAIL}
+    assert "not found" in only(missing, check).message and "oc create secret" in only(missing, check).hint
+    unreadable = good(secret_errors={key: "403 Forbidden"})
+    assert only(unreadable, check).result == P.FAIL and "403" in only(unreadable, check).message
+
+
+def test_a_secret_of_the_wrong_type_fails():
+    facts = good()
+    facts.secrets["finalImagePushSecretName"] = F.secret("push-secret", {"x": 1}, type_="Opaque", key="token")
+    assert only(facts, "push-secret").result == P.FAIL
+    assert "kubernetes.io/dockerconfigjson" in only(facts, "push-secret").hint
+
+
+def test_a_secret_must_name_the_registry_it_is_for():
+    push = good()
+    push.secrets["finalImagePushSecretName"] = secret("push-secret", "quay.io")
+    assert only(push, "push-secret").result == P.FAIL
+    assert "registry.example.com:5000" in only(push, "push-secret").hint
+    pull = good()                        # anonymous pulls may work: a warning
+    pull.secrets["baseImagePullSecretName"] = secret("pull-secret", "registry.example.com:5000")
+    assert only(pull, "pull-secret").result == P.WARN
+
+
+def test_no_secret_value_is_ever_said():
+    for facts in (good(), good(secrets={"baseImagePullSecretName": secret("pull-secret", "elsewhere.io"),
+                                        "finalImagePushSecretName": secret("push-secret", "elsewhere.io")})):
+        out = P.text(P.checks(facts)) + P.as_json(P.checks(facts))
+        assert SECRET_AUTH not in out and "not-for-your-eyes" not in out
+
+
+@pytest.mark.parametrize("key, repo, want", [
+    ("quay.io", "quay.io/ocp/base", "quay.io"),
+    ("https://quay.io", "quay.io/ocp/base", "https://quay.io"),
+    ("quay.io/ocp", "quay.io/ocp/base", "quay.io/ocp"),
+    ("quay.io/oc", "quay.io/ocp/base", None),               # a path component, not a string prefix
+    ("quay.io.example.com", "quay.io/ocp/base", None),
+    ("https://index.docker.io/v1/", "docker.io/library/busybox", "https://index.docker.io/v1/"),
+    ("registry.example.com:5000", "registry.example.com/ocl", None),   # the port is part of the host
+])
+def test_auth_keys_cover_repositories_as_containers_auth_json_says(key, repo, want):
+    assert P.covers({key: {}}, repo) == want
+
+
+def test_the_most_specific_auth_key_wins():
+    assert P.covers({"quay.io": {}, "quay.io/ocp": {}, "quay.io/ocp/base": {}}, "quay.io/ocp/base") == \
+        "quay.io/ocp/base"
+
+
+def test_permissions_missing_as_the_account_fail_per_rule_naming_what_grants_it():
+    facts = good()
+    facts.access = [P.Asked(a.need, not (a.need.rule.resource == "configmaps" and a.need.verb in ("create", "delete")
+                                         and a.need.namespace == F.NS)) for a in facts.access]
+    (line,) = lines(facts, "permissions")
+    assert line.result == P.FAIL
+    assert line.message == (f"ServiceAccount {F.NS}/ocl-reconciler (asked by impersonation) cannot create, "
+                            f"delete configmaps in namespace {F.NS}")
+    assert line.hint.startswith("Role ocl-reconciler (kustomize/base/role.yaml) grants it")
+
+
+def test_a_missing_rollout_verb_points_at_the_component():
+    facts = good()
+    facts.access = [P.Asked(a.need, a.need.rule not in P.ROLLOUT_PERMISSIONS or a.need.verb != "patch")
+                    for a in facts.access]
+    (line,) = lines(facts, "permissions")
+    assert "cannot patch machineconfigs.machineconfiguration.openshift.io cluster-wide" in line.message
+    assert "kustomize/components/rollout" in line.hint
+
+
+def test_permissions_asked_for_another_caller_say_nothing_certain_about_the_account():
+    facts = good(impersonated=False, caller="developer")
+    assert only(facts, "permissions").result == P.WARN
+    assert "you may not impersonate" in only(facts, "permissions").message
+    facts.access = [dataclasses.replace(a, allowed=False) for a in facts.access]
+    assert {r.result for r in lines(facts, "permissions")} == {P.WARN}
+    itself = good(impersonated=False, caller=f"system:serviceaccount:{F.NS}:ocl-reconciler")
+    assert only(itself, "permissions").result == P.OK and "(you are it)" in only(itself, "permissions").message
+    assert only(good(access=None, access_error="404"), "permissions").result == P.WARN
+
+
+def test_the_builder_account():
+    assert only(good(builder_account=None), "builder-account").result == P.FAIL
+    assert only(good(builder_scc=False), "builder-account").result == P.FAIL
+    assert "system:openshift:scc:anyuid" in only(good(builder_scc=False), "builder-account").hint
+    # no SCC where there is no OpenShift
+    assert only(good(builder_scc=False, cluster_version=None), "builder-account").result == P.OK
+    assert only(good(builder_scc=None, builder_scc_error="may not impersonate"), "builder-account").result == P.WARN
+    build = good(settings=read_settings(imageBuilderType="openshift-image-builder"))
+    assert f"ServiceAccount {F.NS}/builder exists" in only(build, "builder-account").message
+    assert only(dataclasses.replace(build, builder_account=None), "builder-account").result == P.FAIL
+
+
+@pytest.mark.parametrize("error, result, hint", [
+    ("registry.example.com:5000: the registry answered 401 Unauthorized", P.FAIL, "Secret ocl-reconciler/push-secret"),
+    ("registry.example.com:5000: the registry's token service refused: 403", P.FAIL, "push-secret"),
+    ("registry.example.com:5000: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed", P.FAIL,
+     "--registry-ca"),
+    ("registry.example.com:5000: [Errno 111] Connection refused", P.FAIL, "reachable"),
+])
+def test_the_registrys_answers(error, result, hint):
+    line = only(good(registry_url="", registry_error=error), "registry")
+    assert line.result == result and hint in line.hint
+
+
+def test_a_service_name_is_not_reachable_from_outside_the_cluster():
+    found = read_settings(finalImagePullspec="image-registry.openshift-image-registry.svc:5000/ocl/os:latest")
+    line = only(good(settings=found, registry_url="", registry_error="[Errno -2] Name or service not known"),
+                "registry")
+    assert line.result == P.WARN and "inside the cluster" in line.hint
+
+
+def test_a_loopback_registry_may_answer_in_plain_http():
+    assert "plain HTTP" in only(good(registry_url="http://127.0.0.1:5000/v2/"), "registry").message
+
+
+def version(v: str | None) -> dict | None:
+    return None if v is None else {"status": {"desired": {"version": v}, "history": []}}
+
+
+@pytest.mark.parametrize("at, mode, result", [
+    # docs/rollout.md, "Which OpenShift, what reads what"
+    ("4.14.10", "annotation", P.WARN),          # the annotation rolls out only with BuildSuccess
+    ("4.15.2", "machineconfig", P.WARN),         # works, not verified there: a test pool first
+    ("4.16.0", "annotation", P.WARN),            # nothing reads the annotation
+    ("4.16.0", "machineconfig", P.OK),
+    ("4.19.3", "machineconfig", P.OK),
+    ("4.13.9", "machineconfig", P.WARN),         # never checked against
+    ("", "machineconfig", P.WARN),
+    (None, "machineconfig", P.WARN),             # not OpenShift
+])
+def test_what_the_version_means_for_the_rollout(at, mode, result):
+    line = only(good(settings=read_settings(rollout=mode), cluster_version=version(at)), "openshift-version")
+    assert line.result == result
+    if mode == "annotation":
+        assert "rollout: machineconfig" in line.hint
+
+
+def test_the_version_comes_from_desired_else_the_newest_history():
+    assert P.version_of({"status": {"history": [{"version": "4.17.1"}, {"version": "4.16.9"}]}}) == "4.17.1"
+    assert P.version_of({"status": {"desired": {"version": "4.18.0-rc.1"}}}) == "4.18.0-rc.1"
+    assert P.minor("4.18.0-rc.1") == (4, 18) and P.minor("4.9") == (4, 9) and P.minor("v4") is None
+
+
+def mosc(name: str, pool: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"machineConfigPool": {"name": pool}}}
+
+
+def test_a_machineosconfig_for_a_pool_we_build_is_two_builders():
+    assert only(good(machineosconfigs=[mosc("worker", "worker")]), "mco-builder").result == P.FAIL
+    assert only(good(machineosconfigs=[mosc("infra", "infra")]), "mco-builder").result == P.OK
+
+
+@pytest.mark.parametrize("at, result", [("4.14.3", P.FAIL), ("4.15.1", P.WARN), ("4.16.0", P.OK)])
+def test_settings_in_the_mcos_namespace_on_4_14_and_4_15_meet_its_own_builder(at, result):
+    facts = good(namespace=settings.MCO_NAMESPACE, cluster_version=version(at))
+    assert only(facts, "mco-builder").result == result
+
+
+def test_pools():
+    none = good(pools=[F.pool(opted_in=False)])
+    assert only(none, "pools").result == P.WARN and "oc label mcp/worker" in only(none, "pools").hint
+    blocked = good(decisions={"worker": ("BLOCKED", "MachineConfig rendered-worker-1 not found")})
+    assert only(blocked, "pools").result == P.FAIL
+    assert only(blocked, "pools").message.endswith("would be Blocked: MachineConfig rendered-worker-1 not found")
+    assert "rollout: annotation" in only(good(settings=read_settings()), "pools").message
+
+
+def test_a_custom_pool_that_selects_workers_machineconfigs_inherits_the_image():
+    infra = F.pool("infra", opted_in=False)
+    infra["spec"]["machineConfigSelector"] = {"matchExpressions": [
+        {"key": "machineconfiguration.openshift.io/role", "operator": "In", "values": ["worker", "infra"]}]}
+    line = only(good(pools=[F.pool(), infra]), "pools")
+    assert line.result == P.OK and "rolls its image out to worker, infra (infra inherit it)" in line.message
+
+
+def test_pod_security_by_the_servers_dry_run():
+    refused = P.DryRun("Pod", "p", "worker", 'pods "p" is forbidden: violates PodSecurity "restricted:latest": '
+                                            "allowPrivilegeEscalation != false", 403)
+    line = only(good(dry_run=refused), "pod-security")
+    assert line.result == P.FAIL and f"{P.ENFORCE}=baseline" in line.hint
+    scc = dataclasses.replace(refused, error="unable to validate against any security context constraint")
+    assert "SCC anyuid" in only(good(dry_run=scc), "pod-security").hint
+    rbac = dataclasses.replace(refused, error='User "x" cannot create resource "pods"')
+    assert only(good(dry_run=rbac), "pod-security").result == P.WARN
+    build = P.DryRun("Build", "b", "worker")
+    assert "OpenShift's build controller" in only(good(dry_run=build), "pod-security").message
+
+
+@pytest.mark.parametrize("level, result", [("restricted", P.FAIL), ("baseline", P.OK), ("privileged", P.OK),
+                                           (None, P.WARN)])
+def test_without_a_build_object_the_namespace_label_is_judged(level, result):
+    labels = {P.ENFORCE: level} if level else {}
+    facts = good(dry_run=None, dry_run_skipped="no opted-in pool can be built",
+                 namespace_obj={"metadata": {"name": F.NS, "labels": labels}})
+    assert only(facts, "pod-security").result == result
+
+
+def test_exit_codes_text_and_json():
+    results = P.checks(good(builder_scc=None, registry_url="", registry_error="the registry answered 401 x"))
+    assert P.exit_code(results) == 2 and P.exit_code(P.checks(good(builder_scc=None))) == 1
+    text = P.text(results).splitlines()
+    assert len(text) == len(results) + 1
+    assert re.match(r"^fail  registry +\S", next(t for t in text if " registry " in t))
+    assert " -> put credentials" in next(t for t in text if " registry " in t)
+    assert text[-1].startswith(f"preflight: {len(results) - 2} ok, 1 warning(s), 1 failure(s)")
+    parsed = json.loads(P.as_json(results))
+    assert [set(d) for d in parsed] == [{"check", "result", "message", "hint"}] * len(results)
+
+
+def test_docs_have_a_section_for_every_check():
+    headings = set(re.findall(r"^### `([a-z-]+)`", DOCS.read_text(), re.M))
+    assert headings == set(P.CHECKS)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+def test_a_snapshot_is_refused(tmp_path, capsys):
+    snap = tmp_path / "c.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": F.cluster()}))
+    assert cli.main(["preflight", "--snapshot", str(snap)]) == 2
+    assert "preflight asks the live server" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_exit_3(tmp_path, capsys):
+    from tests.support.realserver import free_port
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    assert cli.main(["preflight", "--kubeconfig", str(kubeconfig), "--timeout", "1"]) == 3
+    assert capsys.readouterr().err.startswith("error: cannot read the cluster: ")
+
+
+def test_a_missing_registry_ca_is_exit_3(tmp_path, capsys):
+    assert cli.main(["preflight", "--registry-ca", str(tmp_path / "none.crt"), "--kubeconfig",
+                     str(tmp_path / "kc")]) == 3
+    assert "--registry-ca" in capsys.readouterr().err
