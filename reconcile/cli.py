@@ -82,19 +82,22 @@ class Fatal(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    source = argparse.ArgumentParser(add_help=False)
-    source.add_argument("--snapshot", metavar="FILE",
-                        help="read the cluster from FILE ('-' for stdin) as `oc get ... -o yaml` "
-                             "prints it, instead of a live cluster")
-    source.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-    source.add_argument("--context", help="kubeconfig context to use (default: the current one)")
-    source.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
-                        help="deadline for the whole run, retries included (default: %(default)s)")
-    source.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more logging (run logs what it does; -v: the others too; -vv: debug)")
-    source.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="log lines on stderr as text or JSON (default: %(default)s)")
+    def connection(snapshot_help: str) -> argparse.ArgumentParser:
+        parent = argparse.ArgumentParser(add_help=False)
+        parent.add_argument("--snapshot", metavar="FILE", help=snapshot_help)
+        parent.add_argument("--kubeconfig", metavar="FILE",
+                            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+        parent.add_argument("--context", help="kubeconfig context to use (default: the current one)")
+        parent.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                            help="deadline for the whole run, retries included (default: %(default)s)")
+        parent.add_argument("-v", "--verbose", action="count", default=0,
+                            help="more logging (run logs what it does; -v: the others too; -vv: debug)")
+        parent.add_argument("--log-format", choices=("text", "json"), default="text",
+                            help="log lines on stderr as text or JSON (default: %(default)s)")
+        return parent
+    source = connection("read the cluster from FILE ('-' for stdin) as `oc get ... -o yaml` prints it, "
+                        "instead of a live cluster")
+    live = connection(argparse.SUPPRESS)       # preflight: live only (--snapshot refused, saying why)
     select = argparse.ArgumentParser(add_help=False)
     select.add_argument("--pool", action="append", default=[], metavar="NAME",
                         help="only this MachineConfigPool (repeatable)")
@@ -144,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="as for diff: which images run would delete from the registry")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text",
                          help="json: the same report for scripts")
-    preflight = command("preflight", "check a live cluster before the first run", [source, namespaced])
+    preflight = command("preflight", "check a live cluster before the first run", [live, namespaced])
     preflight.add_argument("-o", "--output", choices=("text", "json"), default="text",
                            help="json: a list of {check, result, message, hint} for scripts")
     return parser
