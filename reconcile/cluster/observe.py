@@ -180,14 +180,14 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
-#: pool annotation `newestImageEquivalentConfig` any more (README, "Which OpenShift").
+#: pool annotation `newestImageEquivalentConfig` any more (docs/rollout.md).
 MACHINEOSCONFIGS = ("machineconfiguration.openshift.io/v1", "machineosconfigs")
 ANNOTATION_ONLY = ("rollout: annotation: this cluster serves the MachineOSConfig API "
                    "(OpenShift 4.16 or later), "
                    "where nothing reads machineconfiguration.openshift.io/newestImageEquivalentConfig, so no "
                    "node gets the image{s} recorded for pool(s) {pools}; to hand images to the MCO set "
                    "'rollout: machineconfig' in ConfigMap on-cluster-build-config and deploy "
-                   "kustomize/components/rollout (README, \"Rolling the image out\")")
+                   "kustomize/components/rollout (docs/contract.md, \"Rolling the image out\")")
 
 
 def annotation_notice(cluster: Cluster, stranded: Iterable[str]) -> str | None:

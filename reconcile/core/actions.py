@@ -33,7 +33,7 @@ class PoolPlan:
     actions: list[Action] = field(default_factory=list)
     #: What the plan decided not to do, for people (images kept because something uses them).
     notes: list[str] = field(default_factory=list)
-    #: The lifecycle transition (README "Lifecycle"), e.g. "START", "REUSE".
+    #: The lifecycle transition (docs/contract.md, "Lifecycle"), e.g. "START", "REUSE".
     transition: str = ""
     #: Pools that will roll out the image this plan writes into a MachineConfig (rollout: machineconfig).
     rollout: tuple[str, ...] = ()

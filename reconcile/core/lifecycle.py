@@ -4,8 +4,8 @@
 Each run looks at the cluster once. The pool's annotations say which build the recorded state is
 about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one: objects
 are created before the state that names them is written, and a success (or a retry's new
-attempt) is recorded before the older build objects are deleted. `Transition` holds the README's
-lifecycle table, row by row; tests/unit/test_lifecycle_unit.py checks the two against each other.
+attempt) is recorded before the older build objects are deleted. `Transition` holds the lifecycle
+table of docs/contract.md, row by row; tests/unit/test_lifecycle_unit.py checks the two against each other.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MISSING: Mapping[str, Any] = {}
 
 
 class Transition(enum.Enum):
-    """(situation, outcome): the README's lifecycle table, one member a row."""
+    """(situation, outcome): the lifecycle table of docs/contract.md, one member a row."""
     START = ("no build object for the current inputs (a new pool, or inputs changed: a new "
              "rendered config, settings, custom Dockerfile or rebuild token)",
              "create the ConfigMaps (our auth Secrets where needed) and the Pod or Build; delete the "
