@@ -43,7 +43,8 @@ COMMAND_HELP = {
             "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
             "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is "
             "Blocked, a write failed or an image could not be deleted from the registry; 3 the cluster "
-            "or snapshot cannot be read, or the Lease cannot be taken"),
+            "or snapshot cannot be read, or the Lease cannot be taken (a read that fails after some pools "
+            "were carried out ends the run there, after its summary and metrics)"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
              "names a program to compare the live and desired trees instead; its exit status is ours.",
@@ -274,6 +275,8 @@ def cmd_run(args, now: datetime) -> int:
             snapshot.write(args.write_snapshot, cluster.items())
         except OSError as err:
             raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
+    if result.unread:           # after the summary, the metrics and the snapshot of what was done
+        raise Fatal(result.unread)
     return EXIT_BLOCKED if result.failed else EXIT_OK
 
 

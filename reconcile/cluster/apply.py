@@ -45,10 +45,13 @@ class Outcome:
 @dataclass
 class RunResult:
     outcomes: list[Outcome] = field(default_factory=list)
+    #: a read failed while planning a pool (run plans one pool at a time): the run ends there,
+    #: exit 3, after the summary and metrics of what it did
+    unread: str = ""
 
     @property
     def failed(self) -> bool:
-        return any(o.error or o.plan.blocked for o in self.outcomes)
+        return bool(self.unread) or any(o.error or o.plan.blocked for o in self.outcomes)
 
     def summary(self, requests: int | None, seconds: float, bytes_read: int | None = None) -> str:
         """One line closing every run: pools by state, writes by verb, requests (and what they
@@ -187,7 +190,15 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
     for the pools whose plan went through. `deleter` deletes images from the registry; None (a
     snapshot run) only says what it would."""
     result = RunResult()
-    for plan in plans:
+    made = iter(plans)
+    while True:
+        try:
+            plan = next(made)
+        except StopIteration:
+            break
+        except ClusterError as err:     # a read for the next pool: the pools before it were done
+            result.unread = f"cannot read the cluster: {err}"
+            return result               # no prunes: they need every pool's plan
         outcome = Outcome(plan)
         _carry_out(cluster, outcome, plan.actions, now, replanner, deleter)
         result.outcomes.append(outcome)

@@ -73,6 +73,8 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
             reasons["blocked"] += 1
         elif outcome.plan.state_after == A.FAILED and outcome.plan.state_before != A.FAILED:
             reasons["build-failed"] += 1
+    if getattr(result, "unread", ""):         # the run ended on a failed read (exit 3)
+        reasons["read"] += 1
     for reason, count in sorted(reasons.items()):
         errors.labels(reason).inc(count)
     return registry

@@ -134,3 +134,27 @@ def test_run_keeps_its_plans_as_carried_out_diff_keeps_them_whole():
     assert [o.plan.count("create") for o in result.outcomes] == [p.count("create") for p in whole]
     assert sum(len(v) for o in cluster.items() if o["kind"] == "ConfigMap"
                for v in (o.get("data") or {}).values()) > 2 * BIG
+
+
+def test_a_read_that_fails_mid_run_ends_it_after_the_summary_and_the_metrics(tmp_path, capsys):
+    """Pool 0 is carried out before pool 1's MachineConfig is read; when that read fails, the run
+    says what it did (summary line, metrics) before it exits 3 with one line."""
+    from tests.support.apiserver import Fault
+    failing = Fault("status", code=403, times=0,
+                    match=lambda verb, resource, ns, name: resource == "machineconfigs"
+                    and name == "rendered-pool1-1")
+    metrics = tmp_path / "metrics.prom"
+    with APIServer(big_cluster(2)) as server:
+        server.faults.append(failing)
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20",
+                         "--metrics-file", str(metrics)])
+        pools = {p["metadata"]["name"]: p for p in server.items() if p["kind"] == "MachineConfigPool"}
+    assert code == 3
+    assert pools["pool0"]["metadata"]["annotations"]["ocl-reconciler.io/state"] == "Pending"
+    assert "ocl-reconciler.io/state" not in pools["pool1"]["metadata"]["annotations"]
+    err = capsys.readouterr().err
+    summary = [line for line in err.splitlines() if "run done:" in line]
+    assert len(summary) == 1 and "pools 1 Pending" in summary[0], summary
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: cannot read the cluster: ") and "rendered-pool1-1" in last, last
+    assert 'ocl_errors_total{reason="read"} 1.0' in metrics.read_text()
