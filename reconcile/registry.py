@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.imagebuild import imageref
+from reconcile.imagebuild import auth, imageref
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",
@@ -52,19 +52,13 @@ def _plain_http(err: BaseException) -> bool:
     return isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLCertVerificationError)
 
 
-def host_and_path(repo: str) -> tuple[str, str]:
-    """A repository's registry host and path in it (docker.io for a name without a host)."""
-    host, _, path = repo.partition("/")
-    if "." not in host and ":" not in host and host != "localhost":
-        host, path = "docker.io", repo
-    return host, path
 
 
 def _split(image: str) -> tuple[str, str, str]:
     ref = imageref.parse(image)
     if not ref.digest:
         raise RegistryError(f"{image}: not a digested image reference")
-    return (*host_and_path(ref.repo), ref.digest)
+    return (*auth.host_and_path(ref.repo), ref.digest)
 
 
 def _token(challenge: str, basic: str | None, timeout: float, ctx: ssl.SSLContext) -> str | None:
@@ -85,13 +79,16 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float,
     """The status of an authorised request for a digested image's manifest: 2xx, 404 or 405;
     anything else raises RegistryError."""
     host, path, digest = _split(image)
-    return _call(method, host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx)[0]
+    return _call(method, host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx,
+                 f"{host}/{path}")[0]
 
 
 def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any], timeout: float,
-          ctx: ssl.SSLContext | None) -> tuple[int, str]:
-    """(status, URL) of an authorised request; `what` names it in errors."""
-    entry = auths.get(host) or auths.get(f"https://{host}") or {}
+          ctx: ssl.SSLContext | None, repo: str | None = None) -> tuple[int, str]:
+    """(status, URL) of an authorised request; `what` names it in errors. The credentials are those
+    a build uses for `repo` (default: the registry's own), found as containers/image finds them."""
+    key = auth.key_for(auths, repo or host)
+    entry = (auths[key] if key is not None else None) or {}
     basic = entry.get("auth")
     if not basic and entry.get("username"):
         basic = base64.b64encode(f"{entry['username']}:{entry.get('password', '')}".encode()).decode()
@@ -135,11 +132,13 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
 
 
-def ping(host: str, auths: Mapping[str, Any], timeout: float = 30.0,
+def ping(repo: str, auths: Mapping[str, Any], timeout: float = 30.0,
          ctx: ssl.SSLContext | None = None) -> str:
-    """`GET /v2/` with the credentials for `host`: the API version check every client makes first,
-    and the registry's answer to them. Returns the URL that answered 2xx; raises RegistryError."""
-    status, url = _call("GET", host, "/v2/", host, auths, timeout, ctx)
+    """`GET /v2/` of the repository's registry with the credentials a build uses for `repo`: the
+    API version check every client makes first, and the registry's answer to them. Returns the URL
+    that answered 2xx; raises RegistryError."""
+    host, path = auth.host_and_path(repo)
+    status, url = _call("GET", host, "/v2/", host, auths, timeout, ctx, f"{host}/{path}")
     if status >= 300:
         raise RegistryError(f"{host}: {url} answered {status}: not a registry API")
     return url
@@ -188,5 +187,5 @@ class Client:
     def exists(self, image: str) -> bool:
         return exists(image, *self._ready(image))
 
-    def ping(self, host: str) -> str:
-        return ping(host, *self._ready(host))
+    def ping(self, repo: str) -> str:
+        return ping(repo, *self._ready(repo))

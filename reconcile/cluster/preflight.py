@@ -165,7 +165,7 @@ def _registry(cluster: live.LiveCluster, f: P.Facts) -> None:
         return                                  # the push-secret line says why
     client = registry.Client(lambda: auths, cluster.deadline, ca_file=f.registry_ca)
     try:
-        f.registry_url = client.ping(registry.host_and_path(s.repo)[0])
+        f.registry_url = client.ping(s.repo)
     except registry.RegistryError as err:
         f.registry_error = str(err)
 

@@ -39,6 +39,47 @@ def auths(secret: Mapping[str, Any]) -> dict[str, Any]:
     raise AuthError(f"Secret {name} has none of the keys {', '.join(_KEYS)}")
 
 
+#: Docker Hub's names: one registry to containers/image (normalizeRegistry)
+_DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+def host_and_path(repo: str) -> tuple[str, str]:
+    """A repository's registry host and path in it (docker.io for a name without a host)."""
+    host, _, path = repo.partition("/")
+    if "." not in host and ":" not in host and host != "localhost":
+        host, path = "docker.io", repo
+    return host, path
+
+
+def _normalized(key: str) -> str:
+    """An `auths` key as containers/image reads it (pkg/docker/config/config.go
+    normalizeAuthFileKey): a key with a scheme is a whole registry (its host only, so docker's
+    legacy `https://index.docker.io/v1/` is Docker Hub); Docker Hub's names are one."""
+    stripped = key.removeprefix("http://").removeprefix("https://")
+    if stripped != key:
+        stripped = stripped.split("/", 1)[0]
+    host, sep, rest = stripped.partition("/")
+    return ("docker.io" if host in _DOCKER_HUB else host) + sep + rest
+
+
+def key_for(auths: Mapping[str, Any], repo: str) -> str | None:
+    """The `auths` key whose credentials a client uses for this repository, as containers/image
+    looks them up (authKeysForRef: the repository, then each parent path, then the host; the first
+    that some key normalises to wins), or None. The build (buildah), our registry client and
+    preflight all find credentials so."""
+    host, path = host_and_path(repo)
+    host = "docker.io" if host in _DOCKER_HUB else host
+    by_normal: dict[str, str] = {}
+    for key in sorted(auths, key=str):          # deterministic when two keys normalise alike
+        by_normal.setdefault(_normalized(str(key)), str(key))
+    parts = [host, *[p for p in path.split("/") if p]]
+    for n in range(len(parts), 0, -1):
+        found = by_normal.get("/".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
+
+
 def needs_own(secret: Mapping[str, Any], extras: Iterable[Mapping[str, Any]]) -> bool:
     return secret.get("type") != DOCKERCONFIGJSON or ".dockerconfigjson" not in (secret.get("data") or {}) \
         or any(True for _ in extras)

@@ -21,7 +21,6 @@ from reconcile.contract.problem import Problem
 from reconcile.core import lifecycle, rollout
 from reconcile.imagebuild import auth, builders, imageref, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
-from reconcile.registry import host_and_path
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 EXIT = {OK: 0, WARN: 1, FAIL: 2}
@@ -237,20 +236,6 @@ def _settings(f: Facts) -> list[Line]:
                  f"rollout: {s.rollout}, pushes to {s.pullspec}, base image {s.base_image}")]
 
 
-def covers(auths: Mapping[str, Any], repo: str) -> str | None:
-    """The key of a docker config's `auths` that holds credentials for this repository, as
-    containers-auth.json matches them (the most specific `host[/path]` prefix; a scheme or the
-    trailing `/v1/`, `/v2/` of docker's legacy keys ignored), or None."""
-    host, path = host_and_path(repo)
-    best: tuple[int, str] | None = None
-    for key in auths:
-        k = re.sub(r"/v[12]$", "", re.sub(r"^https?://", "", str(key)).rstrip("/"))
-        k = re.sub(r"^index\.docker\.io(?=/|$)", "docker.io", k)
-        if (f"{host}/{path}/").startswith(k + "/") and (best is None or len(k) > best[0]):
-            best = (len(k), str(key))
-    return best[1] if best else None
-
-
 def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool) -> Line:
     """A pull or push Secret: read, parsed as the build reads it, and naming the registries of
     `images` (what each is used for -> image); never a value in a message."""
@@ -268,11 +253,11 @@ def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool)
             if secret is None else f"make it type {auth.DOCKERCONFIGJSON} with \"auths\" in .dockerconfigjson"
         return (FAIL, str(err), fix)
     missing = {what: imageref.parse(image).repo for what, image in images.items()
-               if covers(found, imageref.parse(image).repo) is None}
+               if auth.key_for(found, imageref.parse(image).repo) is None}
     named = ", ".join(sorted(map(str, found))) or "none"
     if not missing:
         return (OK, f"{where} parses and names registries {named}")
-    hosts = ", ".join(sorted({host_and_path(repo)[0] for repo in missing.values()}))
+    hosts = ", ".join(sorted({auth.host_and_path(repo)[0] for repo in missing.values()}))
     return (FAIL if push else WARN,
             f"{where} names registries {named}, none for {'; '.join(f'{w} {r}' for w, r in missing.items())}",
             f"add credentials for {hosts} to it" + ("" if push else " (else it is pulled anonymously)"))
@@ -380,7 +365,7 @@ def _registry(f: Facts) -> list[Line]:
     s = f.settings
     if not isinstance(s, Settings) or not (f.registry_url or f.registry_error):
         return []
-    host = host_and_path(s.repo)[0]
+    host = auth.host_and_path(s.repo)[0]
     trust = f"the system CAs and {f.registry_ca}" if f.registry_ca else "the system CAs"
     if f.registry_url:
         how = "plain HTTP: a loopback registry" if f.registry_url.startswith("http:") \

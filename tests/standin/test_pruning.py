@@ -33,6 +33,19 @@ def test_registry_delete_outcomes(fake_registry):
         registry.delete(f"{fake_registry}/ocl/os-image:tag", auths(fake_registry))
 
 
+@pytest.mark.parametrize("scope", ["{host}/ocl", "{host}/ocl/os-image", "https://{host}/v1/"])
+def test_registry_requests_use_the_key_a_build_would(fake_registry, scope):
+    """A path-scoped or legacy `auths` key holds the credentials (containers/image looks them up
+    so, and so does the build): deletes, reuse checks and preflight's /v2/ send them, where a
+    lookup by host alone would go anonymous and be refused."""
+    creds = {scope.format(host=fake_registry): auths(fake_registry)[fake_registry],
+             "quay.io": {"auth": "b3RoZXI6b3RoZXI="}}
+    image = f"{fake_registry}/ocl/os-image@{DIGESTS[0]}"
+    assert registry.exists(image, creds) is True
+    assert registry.ping(f"{fake_registry}/ocl/os-image", creds).endswith("/v2/")
+    assert registry.delete(image, creds) == "deleted"
+
+
 def pool_with_history(host, images, current=None):
     refs = [f"{host}/ocl/os-image@{d}" for d in images]
     return F.pool("worker", annotations={A.IMAGES: " ".join(refs), A.IMAGE: current or refs[0],

@@ -1,5 +1,5 @@
 """A fake registry speaking the parts of the Docker Registry HTTP API v2 that pruning and reuse use:
-`DELETE` and `HEAD /v2/<name>/manifests/<digest>`, behind basic auth (FakeRegistry) or the
+`DELETE` and `HEAD /v2/<name>/manifests/<digest>` and `GET /v2/`, behind basic auth (FakeRegistry) or the
 bearer-token dance (BearerRegistry). The real `docker-registry` is used by the realbuild and
 realapi suites; this one adds what it cannot be made to do (405, a token service)."""
 
@@ -53,6 +53,12 @@ class FakeRegistry(BaseHTTPRequestHandler):
                 self.send_response(202)
             else:
                 self.send_response(404)
+        self._end()
+
+    def do_GET(self):
+        """`/v2/`: the API version check (200 once authorised)."""
+        if self._authorised():
+            self.send_response(200 if self.path == "/v2/" else 404)
         self._end()
 
     def do_HEAD(self):

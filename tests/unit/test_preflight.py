@@ -19,7 +19,7 @@ import yaml
 from reconcile import cli
 from reconcile.contract import naming
 from reconcile.contract.problem import Problem
-from reconcile.imagebuild import settings
+from reconcile.imagebuild import auth, settings
 from reconcile.output import preflight as P
 from tests.support import factory as F
 
@@ -183,6 +183,8 @@ def test_no_secret_value_is_ever_said():
         assert SECRET_AUTH not in out and "not-for-your-eyes" not in out
 
 
+# containers/image pkg/docker/config/config.go: authKeysForRef (the repository, each parent, the
+# host) and normalizeAuthFileKey (a key with a scheme is its host; Docker Hub's names are one)
 @pytest.mark.parametrize("key, repo, want", [
     ("quay.io", "quay.io/ocp/base", "quay.io"),
     ("https://quay.io", "quay.io/ocp/base", "https://quay.io"),
@@ -190,14 +192,17 @@ def test_no_secret_value_is_ever_said():
     ("quay.io/oc", "quay.io/ocp/base", None),               # a path component, not a string prefix
     ("quay.io.example.com", "quay.io/ocp/base", None),
     ("https://index.docker.io/v1/", "docker.io/library/busybox", "https://index.docker.io/v1/"),
+    ("registry-1.docker.io", "docker.io/library/fedora", "registry-1.docker.io"),
+    ("index.docker.io", "fedora", "index.docker.io"),        # a name without a host is Docker Hub's
+    ("https://registry.example.com/team", "registry.example.com/other/img", "https://registry.example.com/team"),
     ("registry.example.com:5000", "registry.example.com/ocl", None),   # the port is part of the host
 ])
-def test_auth_keys_cover_repositories_as_containers_auth_json_says(key, repo, want):
-    assert P.covers({key: {}}, repo) == want
+def test_auth_keys_cover_repositories_as_containers_image_looks_them_up(key, repo, want):
+    assert auth.key_for({key: {}}, repo) == want
 
 
 def test_the_most_specific_auth_key_wins():
-    assert P.covers({"quay.io": {}, "quay.io/ocp": {}, "quay.io/ocp/base": {}}, "quay.io/ocp/base") == \
+    assert auth.key_for({"quay.io": {}, "quay.io/ocp": {}, "quay.io/ocp/base": {}}, "quay.io/ocp/base") == \
         "quay.io/ocp/base"
 
 
