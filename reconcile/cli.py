@@ -22,12 +22,12 @@ MachineConfig, and records the outcome on the pool as annotations.
 
 EPILOG = """\
 commands:
-  run     one pass that applies the plan
-  diff    the same plan as a unified diff per object, no writes, secret values masked
-  render  the build objects the current plan keeps or creates, as a YAML stream on stdout
-  status  a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
-  explain what a run saw for one pool, the lifecycle row it chose and why, what would change it
-  preflight  read-only checks of a live cluster before the first run: ok / warn / fail, what to do
+  run       one pass that applies the plan
+  diff      the same plan as a unified diff per object, no writes, secret values masked
+  render    the build objects the current plan keeps or creates, as a YAML stream on stdout
+  status    a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
+  explain   what a run saw for one pool, the lifecycle row it chose and why, what would change it
+  preflight read-only checks of a live cluster before the first run: ok / warn / fail, what to do
 `ocl-reconcile COMMAND --help` says each one's flags and exit codes.
 
 examples:
@@ -35,6 +35,7 @@ examples:
   ocl-reconcile run --snapshot cluster.yaml --write-snapshot after.yaml
   oc get mcp -o yaml | ocl-reconcile status --snapshot -
   ocl-reconcile explain worker
+  ocl-reconcile preflight
 """
 
 #: per command: (description, exit codes) shown by `COMMAND --help`
