@@ -79,8 +79,8 @@ def _as(cluster: live.LiveCluster, caller: str, namespace: str, name: str) -> li
     account, an impersonating one if the caller may, else None."""
     if caller == _account(namespace, name):
         return cluster
-    allowed, _ = may(cluster, namespace, "impersonate", "", "serviceaccounts", name)
-    return impersonating(cluster, _account(namespace, name)) if allowed else None
+    answer, _ = _read(lambda: may(cluster, namespace, "impersonate", "", "serviceaccounts", name))
+    return impersonating(cluster, _account(namespace, name)) if answer and answer[0] else None
 
 
 def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: datetime) -> P.Facts:
