@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,6 +22,20 @@ KINDS: dict[str, tuple[str, bool, str]] = {
     "Node": ("v1", False, "nodes"),
     "OSImageStream": ("machineconfiguration.openshift.io/v1", False, "osimagestreams"),
 }
+
+
+#: The names an API server accepts for most kinds and for a namespace (kubernetes/apimachinery
+#: pkg/util/validation: IsDNS1123Subdomain, at most 253; IsDNS1123Label, at most 63).
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def valid_name(value: str) -> bool:
+    return len(value) <= 253 and _SUBDOMAIN.fullmatch(value) is not None
+
+
+def valid_namespace(value: str) -> bool:
+    return len(value) <= 63 and _LABEL.fullmatch(value) is not None
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
