@@ -31,9 +31,22 @@ def _percent_decode(text: str) -> bytes:
     return re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), raw)
 
 
-def decode(contents: Mapping[str, Any], path: str) -> str:
-    """An Ignition file's contents as text."""
-    source = contents.get("source") or ""
+_NAMES = {dict: "an object", Mapping: "an object", list: "an array", str: "a string", int: "a number",
+          float: "a number", bool: "a boolean"}
+
+
+def _typed(value: Any, want: type, at: str) -> Any:
+    """`value` if it is a `want` (or null: absent); Ignition is not checked by the MachineConfig CRD
+    (spec.config preserves unknown fields), so a live cluster serves any shape."""
+    if value is not None and not isinstance(value, want):
+        raise Unreadable(f"{at} is {_NAMES.get(type(value), type(value).__name__)}, not {_NAMES[want]}")
+    return value
+
+
+def decode(contents: Mapping[str, Any], path: str, at: str = "contents") -> str:
+    """An Ignition file's contents as text; `at` is where the contents are, for messages."""
+    source = _typed(contents.get("source"), str, f"{path}: {at}.source") or ""
+    compression = _typed(contents.get("compression"), str, f"{path}: {at}.compression")
     if not source.startswith("data:"):
         raise Unreadable(f"{path}: contents.source is not a data: URL")
     header, sep, payload = source[5:].partition(",")
@@ -42,22 +55,29 @@ def decode(contents: Mapping[str, Any], path: str) -> str:
     try:
         base64_encoded = header.endswith(";base64")
         data = base64.b64decode(payload, validate=False) if base64_encoded else _percent_decode(payload)
-        if contents.get("compression") == "gzip":
+        if compression == "gzip":
             data = gzip.decompress(data)
-        elif contents.get("compression"):
-            raise Unreadable(f"{path}: compression {contents['compression']!r} is not supported")
+        elif compression:
+            raise Unreadable(f"{path}: compression {compression!r} is not supported")
         return data.decode()
     except (binascii.Error, OSError, EOFError, UnicodeDecodeError) as err:
         raise Unreadable(f"{path}: cannot decode its contents: {err}") from None
 
 
 def from_machineconfig(mc: Mapping[str, Any]) -> dict[str, str]:
-    """{"registries.conf": ..., "policy.json": ...}, those of the two the MachineConfig has."""
+    """{"registries.conf": ..., "policy.json": ...}, those of the two the MachineConfig has.
+    Raises Unreadable naming the key when the Ignition around them is not of Ignition's shape."""
     config = (mc.get("spec") or {}).get("config") or {}
-    files = (config.get("storage") or {}).get("files") or [] if isinstance(config, Mapping) else []
+    if not isinstance(config, Mapping):
+        return {}                       # desired.objects blocks the pool saying so
+    storage = _typed(config.get("storage"), Mapping, "spec.config.storage") or {}
+    files = _typed(storage.get("files"), list, "spec.config.storage.files") or []
     out: dict[str, str] = {}
-    for entry in files:
-        key = FILES.get(entry.get("path", "")) if isinstance(entry, Mapping) else None
+    for i, entry in enumerate(files):
+        at = f"spec.config.storage.files[{i}]"
+        entry = _typed(entry, Mapping, at) or {}
+        key = FILES.get(_typed(entry.get("path"), str, f"{at}.path") or "")
         if key:             # Ignition: a later entry for the same path is an error; the last wins here
-            out[key] = decode(entry.get("contents") or {}, entry["path"])
+            contents = _typed(entry.get("contents"), Mapping, f"{entry['path']}: {at}.contents") or {}
+            out[key] = decode(contents, entry["path"], f"{at}.contents")
     return out
