@@ -11,6 +11,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
+from reconcile.contract.objects import valid_name
 from reconcile.imagebuild import (
     architecture,
     auth,
@@ -103,6 +104,9 @@ def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
     if not rendered:
         raise Blocked(f"MachineConfigPool {name}: spec.configuration.name is empty; "
                       "no rendered MachineConfig to build yet")
+    if not valid_name(rendered):    # the pool's CRD takes any string; a message takes one line
+        raise Blocked(f"MachineConfigPool {name}: spec.configuration.name {rendered!r} is not the name "
+                      "of a MachineConfig")
     if content is None:
         raise Blocked(f"MachineConfig {rendered} not found")
     try:
@@ -179,7 +183,8 @@ def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dic
     kernel_type = spec.get("kernelType") or "default"
     unknown = [e for e in extensions if e not in table["extensions"]]
     if unknown:
-        raise Blocked(f"MachineConfig {inp.rendered_config}: unknown extension(s) {', '.join(unknown)} "
+        shown = ", ".join(e if valid_name(e) else repr(e) for e in unknown)     # "" or a newline: quoted
+        raise Blocked(f"MachineConfig {inp.rendered_config}: spec.extensions: unknown extension(s) {shown} "
                       f"(supported: {', '.join(sorted(table['extensions']))})")
     if kernel_type not in table["kernelTypes"]:
         raise Blocked(f"MachineConfig {inp.rendered_config}: unknown kernelType {kernel_type!r} "

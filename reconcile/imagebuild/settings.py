@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconcile.contract import objects
 from reconcile.imagebuild import auth, imageref
 
 BUILD_CONFIG = "on-cluster-build-config"
@@ -114,6 +115,16 @@ def _image(cm_name: str, key: str, value: str) -> str:
     return value
 
 
+def _secret_ref(key: str, value: str) -> str:
+    """`name` or `namespace/name` of a Secret as the API server accepts them (a name with a newline
+    put into every pool's message would split it)."""
+    ns, slash, name = value.rpartition("/")
+    if not objects.valid_name(name) or (slash and not objects.valid_namespace(ns)):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a Secret's name or "
+                            "namespace/name (lowercase RFC 1123)")
+    return value
+
+
 def _push_spec(value: str) -> str:
     if len(value) > 447 or not any(p.match(value) for p in _PUSH_SPEC):
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePullspec': {value!r} must be "
@@ -130,8 +141,8 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
             raise SettingsError(f"ConfigMap {where}/{required} not found")
     build = _data(configmaps[BUILD_CONFIG])
     pull = GLOBAL_PULL_SECRET if "baseImagePullSecretName" not in build else \
-        _required(BUILD_CONFIG, build, "baseImagePullSecretName")
-    push = _required(BUILD_CONFIG, build, "finalImagePushSecretName")
+        _secret_ref("baseImagePullSecretName", _required(BUILD_CONFIG, build, "baseImagePullSecretName"))
+    push = _secret_ref("finalImagePushSecretName", _required(BUILD_CONFIG, build, "finalImagePushSecretName"))
     pullspec = _push_spec(_image(BUILD_CONFIG, "finalImagePullspec",
                                  _required(BUILD_CONFIG, build, "finalImagePullspec")))
     builder = (build.get("imageBuilderType") or "").strip() or CUSTOM_POD_BUILDER
