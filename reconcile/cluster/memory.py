@@ -20,9 +20,7 @@ Key = tuple[str, str, str]   # kind, namespace, name
 
 
 def _key(obj: Mapping[str, Any]) -> Key:
-    kind = obj.get("kind", "")
-    namespaced = objects.KINDS.get(kind, ("", True))[1]
-    return kind, objects.namespace(obj) if namespaced else "", objects.name(obj)
+    return objects.identity(obj)
 
 
 class MemoryCluster:

@@ -208,10 +208,16 @@ def load(path: str) -> list[dict[str, Any]]:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise SnapshotError(f"snapshot {path} is not valid YAML{at}") from None
-    out: list[dict[str, Any]] = []
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for doc in docs:
-        out.extend(_flatten(doc, f"snapshot {path}"))
-    return out
+        for obj in _flatten(doc, f"snapshot {path}"):
+            key = objects.identity(obj)
+            if key in out and out[key] != obj:      # which one is the cluster's? neither is dropped
+                kind, ns, name = key
+                raise SnapshotError(f"snapshot {path}: {kind} {f'{ns}/' if ns else ''}{name} appears twice "
+                                    "with different content")
+            out.setdefault(key, obj)                # the same object twice (outputs concatenated): once
+    return list(out.values())
 
 
 def dump(items: Iterable[Mapping[str, Any]]) -> str:

@@ -126,3 +126,10 @@ def by_label(objs: Iterable[Obj], key: str) -> dict[str, list[Obj]]:
     for obj in objs:
         out.setdefault(labels(obj).get(key, ""), []).append(obj)
     return out
+
+
+def identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What names an object in a cluster: kind, namespace (for a namespaced kind; "" otherwise), name."""
+    kind = str(obj.get("kind", ""))
+    namespaced = KINDS.get(kind, ("", True))[1]
+    return kind, namespace(obj) if namespaced else "", name(obj)

@@ -65,3 +65,22 @@ def test_snapshot_round_trip(tmp_path):
     path = tmp_path / "s.yaml"
     snapshot.write(str(path), items)
     assert snapshot.load(str(path)) == items
+
+
+def test_a_snapshot_naming_one_object_twice(tmp_path, run_cli):
+    """Outputs concatenated (`oc get cm ... ; oc get cm ...`) hold the same object twice: it is
+    one object. Two different bodies under one name: no cluster serves that, and dropping either
+    would lose what the other says, so the snapshot is refused naming it (exit 3, one line)."""
+    pool = F.pool()
+    same = tmp_path / "same.yaml"
+    snapshot.write(str(same), F.cluster(pool) + [F.pool()])
+    assert [o["metadata"]["name"] for o in snapshot.load(str(same))
+            if o["kind"] == "MachineConfigPool"] == ["worker"]
+    other = F.pool()
+    other["spec"]["configuration"]["name"] = "rendered-worker-2"
+    differ = tmp_path / "differ.yaml"
+    snapshot.write(str(differ), F.cluster(pool) + [other])
+    code, out, err = run_cli("diff", "--snapshot", str(differ))
+    assert (code, out) == (3, "")
+    assert err == (f"error: snapshot {differ}: MachineConfigPool worker appears twice with different "
+                   "content\n")
