@@ -213,16 +213,24 @@ def _reading():
         raise Fatal(f"cannot read the cluster: {err}") from None
 
 
-def _notices(cluster, args, seen, plans) -> None:
-    """Said once a command: images recorded that reach no node, builds of an install elsewhere."""
-    from reconcile.cluster import observe
+def _notices(cluster, args, seen, plans, result=None) -> None:
+    """Said once a command: images recorded that reach no node, builds of an install elsewhere.
+    With `result` (run, after its writes), a failed read ends the run as one while planning does:
+    after the summary and metrics of what was done."""
+    from reconcile.cluster import ClusterError, observe
     stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
     import logging
-    with _reading():
-        for notice in (observe.annotation_notice(cluster, stranded),
-                       observe.moved_notice(seen.pools, args.namespace)):
-            if notice:
-                logging.getLogger("reconcile").warning("%s", notice)
+    try:
+        notices = (observe.annotation_notice(cluster, stranded),
+                   observe.moved_notice(seen.pools, args.namespace))
+    except ClusterError as err:
+        if result is None:
+            raise Fatal(f"cannot read the cluster: {err}") from None
+        result.unread = f"cannot read the cluster: {err}"
+        return
+    for notice in notices:
+        if notice:
+            logging.getLogger("reconcile").warning("%s", notice)
 
 
 def _observe(cluster, args, now: datetime):
@@ -256,7 +264,8 @@ def cmd_run(args, now: datetime) -> int:
         with _reading():    # one pool at a time: planned, carried out, and what it needed dropped
             result = apply.execute(cluster, planner.each(), now, planner, planner.registry_client,
                                    planner.prune)
-        _notices(cluster, args, seen, [o.plan for o in result.outcomes])
+        if not result.unread:       # a notice reads too: after a failed read, the summary comes first
+            _notices(cluster, args, seen, [o.plan for o in result.outcomes], result)
     finally:
         try:
             lease.release(cluster, held)

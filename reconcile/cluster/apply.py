@@ -204,7 +204,10 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
         result.outcomes.append(outcome)
         del plan                # the plan as made (its bodies) goes before the next one is made
     if pruner is not None:
-        _prune_after(cluster, result.outcomes, pruner, now, deleter)
+        try:
+            _prune_after(cluster, result.outcomes, pruner, now, deleter)
+        except ClusterError as err:     # what pruning reads (the nodes) after the pools' writes
+            result.unread = f"cannot read the cluster: {err}"
     return result
 
 

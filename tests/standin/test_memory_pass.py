@@ -158,3 +158,59 @@ def test_a_read_that_fails_mid_run_ends_it_after_the_summary_and_the_metrics(tmp
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: cannot read the cluster: ") and "rendered-pool1-1" in last, last
     assert 'ocl_errors_total{reason="read"} 1.0' in metrics.read_text()
+
+
+def test_an_outage_after_the_first_pool_still_ends_with_the_summary_and_the_metrics(tmp_path, capsys):
+    """Every request (but the Lease's) fails once pool1's MachineConfig is asked for. What run
+    reads after the pools' writes (here the discovery GET of the stranded-image notice) must not
+    lose the summary and metrics of what was done."""
+    from reconcile.contract import annotations as A
+    from tests.support.apiserver import Fault
+    items = big_cluster(2)
+    pool0 = next(o for o in items if o["metadata"]["name"] == "pool0")
+    pool0["metadata"]["annotations"][A.IMAGE] = f"{F.REPO}@sha256:{'a' * 64}"   # the notice asks
+    down = {"on": False}
+
+    def failing(verb, resource, ns, name):
+        down["on"] = down["on"] or (resource == "machineconfigs" and name == "rendered-pool1-1")
+        return down["on"] and resource != "leases"
+    metrics = tmp_path / "metrics.prom"
+    with APIServer(items) as server:
+        server.faults.append(Fault("status", code=403, times=0, match=failing))
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20",
+                         "--metrics-file", str(metrics)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert [line for line in err.splitlines() if "run done:" in line], err[-2000:]
+    assert 'ocl_errors_total{reason="read"} 1.0' in metrics.read_text()
+    assert err.strip().splitlines()[-1].startswith("error: cannot read the cluster: ")
+
+
+def test_a_failed_node_list_for_pruning_after_the_writes_keeps_what_was_done(run_cli, monkeypatch):
+    """Pools go Building -> Succeeded (no node read while planning: the architecture is recorded);
+    pruning then needs the nodes, and that LIST fails: the writes made are still in the
+    --write-snapshot, the summary and the metrics, and the run exits 3."""
+    import copy
+
+    from reconcile.cluster import ClusterError
+    from reconcile.contract import annotations as A
+    from tests.standin.test_lifecycle_cli import finish
+    code, items, _ = run_cli.run(F.cluster(F.pool()))
+    assert code == 0
+    done = finish(copy.deepcopy(items), "worker", "Succeeded")
+    F.the_pool(done)["metadata"]["annotations"][A.IMAGES] = " ".join(
+        f"{F.REPO}@sha256:{c * 64}" for c in "abcd")
+    listed = MemoryCluster.list
+
+    def nodes_down(self, kind, *args, **kwargs):
+        if kind == "Node":
+            raise ClusterError("503: nodes down")
+        return listed(self, kind, *args, **kwargs)
+    monkeypatch.setattr(MemoryCluster, "list", nodes_down)
+    metrics = run_cli.tmp / "metrics.prom"
+    code, after, err = run_cli.run(done, "--keep-images", "1", "--metrics-file", str(metrics))
+    assert code == 3
+    assert F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED    # the write is kept
+    assert [line for line in err.splitlines() if "run done:" in line and "1 Succeeded" in line], err
+    assert 'ocl_errors_total{reason="read"} 1.0' in metrics.read_text()
+    assert err.strip().splitlines()[-1] == "error: cannot read the cluster: 503: nodes down"
