@@ -44,40 +44,39 @@ _DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
 
 
 def host_and_path(repo: str) -> tuple[str, str]:
-    """A repository's registry host and path in it (docker.io for a name without a host)."""
+    """A repository's registry host and path in it, as distribution/reference splits a name: the
+    first component is a host if it has a `.` or `:`, is `localhost`, or has an upper-case letter;
+    else the name is Docker Hub's (`docker.io`, official images under `library/`)."""
     host, _, path = repo.partition("/")
-    if "." not in host and ":" not in host and host != "localhost":
+    if not path or ("." not in host and ":" not in host and host != "localhost" and host == host.lower()):
         host, path = "docker.io", repo
+    if host in _DOCKER_HUB:
+        host, path = "docker.io", path if "/" in path else f"library/{path}"
     return host, path
 
 
-def _normalized(key: str) -> str:
-    """An `auths` key as containers/image reads it (pkg/docker/config/config.go
-    normalizeAuthFileKey): a key with a scheme is a whole registry (its host only, so docker's
-    legacy `https://index.docker.io/v1/` is Docker Hub); Docker Hub's names are one."""
+def _registry_of(key: str) -> str:
+    """An `auths` key as containers/image normalises it when no key matched exactly
+    (pkg/docker/config/config.go normalizeAuthFileKey): a key with a scheme stands for its whole
+    registry (docker's legacy `https://index.docker.io/v1/`); Docker Hub's names are one."""
     stripped = key.removeprefix("http://").removeprefix("https://")
     if stripped != key:
         stripped = stripped.split("/", 1)[0]
-    host, sep, rest = stripped.partition("/")
-    return ("docker.io" if host in _DOCKER_HUB else host) + sep + rest
+    return "docker.io" if stripped in _DOCKER_HUB else stripped
 
 
 def key_for(auths: Mapping[str, Any], repo: str) -> str | None:
     """The `auths` key whose credentials a client uses for this repository, as containers/image
-    looks them up (authKeysForRef: the repository, then each parent path, then the host; the first
-    that some key normalises to wins), or None. The build (buildah), our registry client and
-    preflight all find credentials so."""
+    finds them (findCredentialsInFile): a key equal to the repository, then to each parent path,
+    then to the host; failing that, a key that normalises to the host (the first in key order:
+    upstream takes whichever a Go map gives first). None: anonymous. The build (buildah), our
+    registry client and preflight all find credentials so."""
     host, path = host_and_path(repo)
-    host = "docker.io" if host in _DOCKER_HUB else host
-    by_normal: dict[str, str] = {}
-    for key in sorted(auths, key=str):          # deterministic when two keys normalise alike
-        by_normal.setdefault(_normalized(str(key)), str(key))
-    parts = [host, *[p for p in path.split("/") if p]]
+    parts = [host, *path.split("/")]
     for n in range(len(parts), 0, -1):
-        found = by_normal.get("/".join(parts[:n]))
-        if found is not None:
-            return found
-    return None
+        if "/".join(parts[:n]) in auths:
+            return "/".join(parts[:n])
+    return next((str(k) for k in sorted(auths, key=str) if _registry_of(str(k)) == host), None)
 
 
 def needs_own(secret: Mapping[str, Any], extras: Iterable[Mapping[str, Any]]) -> bool:

@@ -196,9 +196,17 @@ def test_no_secret_value_is_ever_said():
     ("index.docker.io", "fedora", "index.docker.io"),        # a name without a host is Docker Hub's
     ("https://registry.example.com/team", "registry.example.com/other/img", "https://registry.example.com/team"),
     ("registry.example.com:5000", "registry.example.com/ocl", None),   # the port is part of the host
+    ("docker.io/library", "busybox", "docker.io/library"),   # an official image's name is library/...
+    ("docker.io/busybox", "busybox", None),
+    ("index.docker.io/myorg", "docker.io/myorg/img", None),  # a key with a path matches only exactly
+    ("Registry.Example/a", "Registry.Example/a/b", "Registry.Example/a"),
 ])
 def test_auth_keys_cover_repositories_as_containers_image_looks_them_up(key, repo, want):
     assert auth.key_for({key: {}}, repo) == want
+
+
+def test_an_exact_key_wins_over_one_that_normalises_to_the_host():
+    assert auth.key_for({"https://quay.io": {}, "quay.io": {}}, "quay.io/org/img") == "quay.io"
 
 
 def test_the_most_specific_auth_key_wins():
