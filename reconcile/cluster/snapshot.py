@@ -63,6 +63,9 @@ _SHAPE_ROWS = {
         spec.kernelArguments array; spec.kernelArguments[] string; spec.kernelType string;
         spec.fips boolean; spec.osImageURL string; spec.baseOSExtensionsContainerImage string""",
 }
+#: rows whose CRD says `nullable: true`: the server keeps (and serves) their null, so a snapshot does
+#: too (a rendered MachineConfig's `kernelArguments: null` is part of what the build encodes)
+NULLABLE = frozenset({("MachineConfig", "spec.kernelArguments")})
 SHAPES: tuple[tuple[str, str, str], ...] = tuple(
     (kind, *row.split()) for kind, rows in _SHAPE_ROWS.items() for row in rows.split(";"))
 _TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
@@ -128,7 +131,7 @@ def _keys(value: Any, at: str, depth: int = 0) -> str | None:
 
 def admit(doc: dict[str, Any]) -> str | None:
     """Why `doc` is not an object a cluster serves (one phrase naming the key), or None; drops the
-    nulls of its fields, as a server never serves them."""
+    nulls of its fields, as a server never serves them (but those of NULLABLE rows, which it does)."""
     kind = doc.get("kind")
     if kind is None or kind == "":
         return "an object without kind or metadata.name"
@@ -147,6 +150,8 @@ def admit(doc: dict[str, Any]) -> str | None:
         steps = _steps(path)
         for at, parent, key in _walk(doc, steps, ""):
             value = parent[key]
+            if value is None and (rule_kind, path) in NULLABLE:
+                continue
             if value is None and steps[-1] not in ("[]", "*") and path != "apiVersion":
                 del parent[key]         # null: absent, as a server serves it (it drops such nulls)
                 continue

@@ -510,6 +510,27 @@ def test_what_nests_deeper_than_objects_do_is_refused(tmp_path):
     assert code == 3 and line.startswith("error: snapshot ") and "spec.config.x.a.a" in line, line
 
 
+def schema_node(node: dict[str, Any], path: str) -> dict[str, Any]:
+    """The schema of `path` (snapshot.SHAPES' notation) in a CRD's schema ({} if it has none)."""
+    for step in snapshot._steps(path):
+        node = (node.get("items") if step == "[]" else node.get("additionalProperties") if step == "*"
+                else (node.get("properties") or {}).get(step)) or {}
+    return node
+
+
+def test_a_null_the_crd_allows_stays_as_a_server_serves_it(tmp_path):
+    """MachineConfig spec.kernelArguments is `nullable: true` (openshift/api): a server keeps the null,
+    so a snapshot keeps it, and the build encodes the same MachineConfig from both."""
+    mc = F.machineconfig("rendered-worker-1")
+    mc["spec"]["kernelArguments"] = None
+    mc["spec"]["kernelType"] = None                          # not nullable: the server drops it
+    src = tmp_path / "mc.yaml"
+    src.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [mc]}))
+    (loaded,) = snapshot.load(str(src))
+    assert "kernelArguments" in loaded["spec"] and loaded["spec"]["kernelArguments"] is None
+    assert "kernelType" not in loaded["spec"]
+
+
 def schema_type(node: dict[str, Any], path: str, defs: dict[str, Any] | None = None) -> str | None:
     """The JSON type a schema gives `path` (snapshot.SHAPES' notation), None if it has none;
     `defs`: the `$defs` its `$ref`s point into (Kubernetes' _definitions.json)."""
@@ -531,6 +552,8 @@ def test_the_loaders_rows_are_those_of_the_crds():
     assert {kind for kind, _, _ in rows} == {"MachineConfigPool", "MachineConfig"}
     for kind, path, want in rows:
         assert schema_type(schema(kind), path) == want, (kind, path)
+        assert ((kind, path) in snapshot.NULLABLE) == bool(schema_node(schema(kind), path).get("nullable")), \
+            (kind, path)
     # spec.config is an object there, but blocks only its pool (tests/unit/test_blocked.py)
     assert schema_type(schema("MachineConfig"), "spec.config") == "object"
 
