@@ -1,4 +1,5 @@
-"""Command line: `ocl-reconcile run|diff|render|status|explain`. Imports are lazy so `--help` is fast."""
+"""Command line: `ocl-reconcile run|diff|render|status|explain|preflight`. Imports are lazy, so
+`--help` is fast."""
 
 from __future__ import annotations
 
@@ -210,7 +211,11 @@ def _reading():
     try:
         yield
     except ClusterError as err:
-        raise Fatal(f"cannot read the cluster: {err}") from None
+        raise _unreadable(err) from None
+
+
+def _unreadable(err: object) -> Fatal:
+    return Fatal(f"cannot read the cluster: {err}")
 
 
 def _notices(cluster, args, seen, plans, result=None) -> None:
@@ -225,8 +230,8 @@ def _notices(cluster, args, seen, plans, result=None) -> None:
                    observe.moved_notice(seen.pools, args.namespace))
     except ClusterError as err:
         if result is None:
-            raise Fatal(f"cannot read the cluster: {err}") from None
-        result.unread = f"cannot read the cluster: {err}"
+            raise _unreadable(err) from None
+        result.unread = str(err)
         return
     for notice in notices:
         if notice:
@@ -286,7 +291,7 @@ def cmd_run(args, now: datetime) -> int:
         except OSError as err:
             raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
     if result.unread:           # after the summary, the metrics and the snapshot of what was done
-        raise Fatal(result.unread)
+        raise _unreadable(result.unread)
     return EXIT_BLOCKED if result.failed else EXIT_OK
 
 
@@ -320,7 +325,7 @@ def cmd_render(args, now: datetime) -> int:
         planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept(d, p)[1])
         objs, problems, notes = manifests.render(pairs, planner.machineconfigs.get, planner.material)
     except ClusterError as err:
-        raise Fatal(f"cannot read the cluster: {err}") from None
+        raise _unreadable(err) from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
@@ -336,7 +341,7 @@ def cmd_status(args, now: datetime) -> int:
     try:
         pools = cluster.list("MachineConfigPool", None)
     except ClusterError as err:
-        raise Fatal(f"cannot read the cluster: {err}") from None
+        raise _unreadable(err) from None
     try:        # our rollout MachineConfigs; a token without `list machineconfigs` shows no rollout
         from reconcile.contract import naming
         mcs = cluster.list("MachineConfig", None, naming.SELECTOR)
@@ -387,7 +392,7 @@ def cmd_preflight(args, now: datetime) -> int:
     try:                        # only an unreachable server or refused credentials get here
         results = preflight.checks(read.gather(cluster, args.namespace, ca, now))
     except ClusterError as err:
-        raise Fatal(f"cannot read the cluster: {err}") from None
+        raise _unreadable(err) from None
     sys.stdout.write(preflight.as_json(results) if args.output == "json" else preflight.text(results))
     return preflight.exit_code(results)
 

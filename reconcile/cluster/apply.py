@@ -45,8 +45,8 @@ class Outcome:
 @dataclass
 class RunResult:
     outcomes: list[Outcome] = field(default_factory=list)
-    #: a read failed while planning a pool (run plans one pool at a time): the run ends there,
-    #: exit 3, after the summary and metrics of what it did
+    #: the error of a read that failed after pools were carried out (run plans one pool at a time):
+    #: the run ends there, exit 3, after the summary and metrics of what it did
     unread: str = ""
 
     @property
@@ -197,7 +197,7 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
         except StopIteration:
             break
         except ClusterError as err:     # a read for the next pool: the pools before it were done
-            result.unread = f"cannot read the cluster: {err}"
+            result.unread = str(err)
             return result               # no prunes: they need every pool's plan
         outcome = Outcome(plan)
         _carry_out(cluster, outcome, plan.actions, now, replanner, deleter)
@@ -207,7 +207,7 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
         try:
             _prune_after(cluster, result.outcomes, pruner, now, deleter)
         except ClusterError as err:     # what pruning reads (the nodes) after the pools' writes
-            result.unread = f"cannot read the cluster: {err}"
+            result.unread = str(err)
     return result
 
 

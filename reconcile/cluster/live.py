@@ -54,7 +54,7 @@ def api_prefix(api_version: str) -> str:
     return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
 
 
-def _path(kind: str, namespace: str, name: str = "") -> str:
+def path_of(kind: str, namespace: str, name: str = "") -> str:
     api_version, namespaced, plural = objects.KINDS[kind]
     prefix = api_prefix(api_version)
     base = f"{prefix}/namespaces/{urllib.parse.quote(namespace)}/{plural}" if namespaced and namespace \
@@ -97,9 +97,11 @@ class LiveCluster:
             raise
         return resp.status, resp.headers, data
 
-    def _request(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
-                 body: Any = None, content_type: str = "application/json",
-                 accept: str = "application/json") -> Any:
+    def request(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
+                body: Any = None, content_type: str = "application/json",
+                accept: str = "application/json") -> Any:
+        """One API call with the run's retries and deadline, for what the Cluster verbs do not cover
+        (preflight's reviews and dry runs); the verbs below go through it too."""
         attempt = 0
         while True:
             self.requests += 1
@@ -124,7 +126,7 @@ class LiveCluster:
     # the Cluster protocol -----------------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._request("GET", _path(kind, namespace, name))
+            return self.request("GET", path_of(kind, namespace, name))
         except NotFound:
             return None
 
@@ -139,7 +141,7 @@ class LiveCluster:
         restarts = 0
         while True:
             try:
-                page = self._request("GET", _path(kind, namespace or ""),
+                page = self.request("GET", path_of(kind, namespace or ""),
                                      query + ([("continue", token)] if token else []),
                                      accept=METADATA_ONLY if metadata_only else "application/json")
             except ClusterError as err:
@@ -165,7 +167,7 @@ class LiveCluster:
     def serves(self, api_version: str, plural: str) -> bool:
         """Discovery of one group version: does the server serve this resource?"""
         try:
-            found = self._request("GET", api_prefix(api_version)) or {}
+            found = self.request("GET", api_prefix(api_version)) or {}
         except NotFound:
             return False
         return any(r.get("name") == plural for r in found.get("resources") or [])
@@ -174,18 +176,18 @@ class LiveCluster:
         """The created object's apiVersion, kind and metadata: the server answers a create with
         the object's metadata alone (PartialObjectMetadata, as for a metadata-only LIST), as no
         caller reads the echo of what it sent (a ConfigMap's is a MiB of encoded MachineConfig)."""
-        echo = self._request("POST", _path(obj["kind"], objects.namespace(obj)), body=dict(obj),
+        echo = self.request("POST", path_of(obj["kind"], objects.namespace(obj)), body=dict(obj),
                              accept=METADATA_ECHO) or {}
         return {"apiVersion": obj.get("apiVersion"), "kind": obj["kind"],
                 "metadata": echo.get("metadata") or {}}
 
     def patch(self, kind: str, namespace: str, name: str,
               ops: list[dict[str, Any]]) -> dict[str, Any]:
-        return self._request("PATCH", _path(kind, namespace, name), body=list(ops),
+        return self.request("PATCH", path_of(kind, namespace, name), body=list(ops),
                              content_type="application/json-patch+json")
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return self._request("PUT", _path(obj["kind"], objects.namespace(obj), objects.name(obj)),
+        return self.request("PUT", path_of(obj["kind"], objects.namespace(obj), objects.name(obj)),
                              body=dict(obj))
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
@@ -193,7 +195,7 @@ class LiveCluster:
                                 "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
-        self._request("DELETE", _path(kind, namespace, name), body=body)
+        self.request("DELETE", path_of(kind, namespace, name), body=body)
 
 
 def _short(data: bytes) -> str:

@@ -24,11 +24,6 @@ WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 CLUSTER_VERSION = ("config.openshift.io/v1", "clusterversions", "version")
 
 
-def _request(cluster: live.LiveCluster, method: str, path: str, body: Any = None,
-             query: list[tuple[str, str]] | None = None) -> Any:
-    return cluster._request(method, path, query, body)
-
-
 def _read(step: Any) -> tuple[Any, str]:
     """(value, "") or (None, why it could not be read); an unreachable server is not a check's."""
     try:
@@ -53,7 +48,7 @@ def may(cluster: live.LiveCluster, namespace: str, verb: str, group: str, resour
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
               "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": group,
                                               "resource": res, "subresource": sub, "name": name}}}
-    status = (_request(cluster, "POST", REVIEWS, review) or {}).get("status") or {}
+    status = (cluster.request("POST", REVIEWS, body=review) or {}).get("status") or {}
     return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
 
@@ -61,8 +56,8 @@ def whoami(cluster: live.LiveCluster) -> str:
     """The caller's user name (SelfSubjectReview, GA in Kubernetes 1.28); "" if not served. The
     first request: an unreachable server ends the command here."""
     try:
-        found = _request(cluster, "POST", WHOAMI, {"apiVersion": "authentication.k8s.io/v1",
-                                                   "kind": "SelfSubjectReview"}) or {}
+        found = cluster.request("POST", WHOAMI, body={"apiVersion": "authentication.k8s.io/v1",
+                                                      "kind": "SelfSubjectReview"}) or {}
     except (Unreachable, Unauthorized):
         raise
     except ClusterError:
@@ -105,7 +100,7 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
 
 def _get(cluster: live.LiveCluster, collection: str, name: str) -> dict[str, Any] | None:
     try:
-        return _request(cluster, "GET", f"{collection}/{name}")
+        return cluster.request("GET", f"{collection}/{name}")
     except NotFound:
         return None
 
@@ -174,7 +169,7 @@ def _machineosconfigs(cluster: live.LiveCluster) -> list[dict[str, Any]] | None:
     if not cluster.serves(*observe.MACHINEOSCONFIGS):
         return None
     api_version, plural = observe.MACHINEOSCONFIGS
-    found = _request(cluster, "GET", f"{live.api_prefix(api_version)}/{plural}") or {}
+    found = cluster.request("GET", f"{live.api_prefix(api_version)}/{plural}") or {}
     return list(found.get("items") or [])
 
 
@@ -208,9 +203,9 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
         f.dry_run_skipped = str(err)
         return
     build = objs[-1]
-    path = live._path(build["kind"], objects.namespace(build))
+    path = live.path_of(build["kind"], objects.namespace(build))
     try:
-        _request(asker, "POST", path, build, [("dryRun", "All")])
+        asker.request("POST", path, [("dryRun", "All")], build)
         f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name)
     except (Unreachable, Unauthorized):
         raise

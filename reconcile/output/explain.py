@@ -20,7 +20,7 @@ from reconcile.diff import view
 from reconcile.imagebuild import templates
 
 #: the placeholders manifests/explain.yaml may use (every one is filled, "" when it does not apply)
-FIELDS = ("pool", "namespace", "label", "rebuild_key", "rendered", "build_id", "build_name", "kind",
+FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
           "kind_lower", "phase", "build_message", "attempt", "next_attempt", "max_attempts",
           "recorded_state", "recorded_ref", "recorded_for", "recorded_for_config", "candidate", "found",
           "not_reused", "retry_cause", "problem")
@@ -87,14 +87,15 @@ def _fields(name: str, d: lifecycle.Decision | None, namespace: str) -> dict[str
     status = d.status
     message = f": {status.message}" if status and status.message else ""
     gone = f"the {d.builder.kind} {build_name} the pool records was deleted"
-    values.update(rendered=d.inputs.rendered_config, build_id=d.inputs.build_id, build_name=build_name,
+    values.update(ref=ref, rendered=d.inputs.rendered_config, build_id=d.inputs.build_id,
+                  build_name=build_name,
                   kind=d.builder.kind, kind_lower=d.builder.kind.lower(), namespace=d.settings.namespace,
                   phase=_phase(d.build_obj) or (status.state if status else ""), build_message=message,
                   attempt=str(d.attempt), next_attempt=str(d.attempt + 1),
                   recorded_for=_what_changed(d, ref), candidate=d.candidate or "",
                   found=("a snapshot is a simulation: the registry is taken to have it"
                          if d.lookup and d.lookup.simulated else "the registry still has its manifest"),
-                  not_reused=f"; {lifecycle.not_reused(d.lookup)}" if lifecycle.not_reused(d.lookup) else "",
+                  not_reused="".join(f"; {why}" for why in [lifecycle.not_reused(d.lookup)] if why),
                   retry_cause=(f"{d.builder.kind} {build_name} failed for a transient reason{message}"
                                if status else gone))
     return values
@@ -152,7 +153,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
         "imageHistory": [{"buildId": b or None, "image": i} for b, i in images.entries(pool or {})],
         "build": None if inp is None or d is None or d.builder is None or d.settings is None else {
             "buildId": inp.build_id, "kind": d.builder.kind, "name": values["build_name"],
-            "ref": desired.build_ref(d.builder, d.settings.namespace, inp, d.attempt),
+            "ref": values["ref"],
             "attempt": d.attempt, "maxAttempts": A.MAX_ATTEMPTS},
         "liveBuild": _live_build(d),
         "transition": {"row": row,

@@ -376,7 +376,7 @@ def test_an_expired_continue_token_restarts_the_list_on_the_real_server(real, mo
     from reconcile.cluster import live
     real.seed(cluster("custom-pod-builder", *(F.pool(f"p{i}") for i in range(3))))
     monkeypatch.setattr(live, "PAGE", 1)
-    original, waited = live.LiveCluster._request, []
+    original, waited = live.LiveCluster.request, []
 
     def request(self, method, path, query=None, body=None, content_type="application/json",
                 accept="application/json"):
@@ -389,7 +389,7 @@ def test_an_expired_continue_token_restarts_the_list_on_the_real_server(real, mo
                                  content_type="application/merge-patch+json")
                 time.sleep(1)
         return original(self, method, path, query, body, content_type, accept)
-    monkeypatch.setattr(live.LiveCluster, "_request", request)
+    monkeypatch.setattr(live.LiveCluster, "request", request)
     mark = real.api.audit_mark()
     code, err = real.run()
     assert code == 0, err
