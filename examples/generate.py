@@ -85,7 +85,7 @@ def machineconfig(role: str, rendered: str, ca_certs: int, scripts: int) -> dict
 def pool(name: str, rendered: str, opted_in: bool, uid: str) -> dict:
     labels = {f"{MCO}/mco-built-in": "", f"pools.operator.{MCO}/{name}": ""}
     if opted_in:
-        labels[f"{MCO}/layering-enabled"] = ""
+        labels["ocl-reconciler.io/layering-enabled"] = ""      # our opt-in (the MCO's own label is its switch)
     return {
         "apiVersion": f"{MCO}/v1", "kind": "MachineConfigPool",
         "metadata": {"name": name, "uid": uid, "resourceVersion": "1201", "generation": 3,

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from reconcile import registry
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
 from reconcile.contract import naming, objects
-from reconcile.core import images, lifecycle
+from reconcile.core import images, lifecycle, mcolabel
 from reconcile.core.actions import Action, PoolPlan, carried_out
 from reconcile.diff import view
 
@@ -258,7 +258,7 @@ def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime)
     lost = 0
     try:
         pool = cluster.get("MachineConfigPool", "", pool_name)
-        if pool is None or not lifecycle.opted_in(pool):
+        if pool is None or not lifecycle.opted_in(pool) or mcolabel.carries(pool):    # its record stays
             return 0
         for action in lifecycle.blocked(pool, message, now).actions:
             if action.obj.get("kind") == "Event":

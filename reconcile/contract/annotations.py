@@ -32,8 +32,14 @@ IMAGES_LIMIT = 50
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 
-#: Opt-in label on the pool (presence only, as in the MCO).
-LAYERING_LABEL = "machineconfiguration.openshift.io/layering-enabled"
+#: Opt-in label on the pool (presence only; any value).
+LAYERING_LABEL = PREFIX + "layering-enabled"
+#: The MCO's own layering switch, our opt-in before: a pool carrying it is reported, not built
+#: (core/mcolabel.py).
+MCO_LAYERING_LABEL = "machineconfiguration.openshift.io/layering-enabled"
+#: On a pool carrying MCO_LAYERING_LABEL: what it does there (core/mcolabel.py), as last said; the
+#: Event says it when this changes. Removed once the pool carries our label alone.
+MCO_LABEL = PREFIX + "mco-label"
 
 PENDING, BUILDING, SUCCEEDED, FAILED, BLOCKED = "Pending", "Building", "Succeeded", "Failed", "Blocked"
 #: The states this version writes.

@@ -64,14 +64,16 @@ def annotations(rendered_config: str, wave: int) -> dict[str, str]:
             "argocd.argoproj.io/sync-options": "Prune=false"}
 
 
-def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
+def owner_reference(pool: Mapping[str, Any], controller: bool = True) -> dict[str, Any]:
+    """`controller` False for a MachineConfig: the render controller enqueues only the controller
+    owner of a MachineConfig that has one (core/rollout.py)."""
     md = pool.get("metadata") or {}
     return {
         "apiVersion": pool.get("apiVersion", "machineconfiguration.openshift.io/v1"),
         "kind": "MachineConfigPool",
         "name": md.get("name", ""),
         "uid": md.get("uid", ""),
-        "controller": True,
+        "controller": controller,
         "blockOwnerDeletion": False,
     }
 

@@ -19,7 +19,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, events, images, patches, rollout
+from reconcile.core import desired, events, images, mcolabel, patches, rollout
 from reconcile.core.actions import Action, PoolPlan
 from reconcile.imagebuild import architecture, builders, clusterfacts, imagecontent
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
@@ -64,6 +64,12 @@ class Transition(enum.Enum):
     POOL_GONE = ("pool deleted", "its objects are deleted (no garbage collector is needed)")
     BLOCKED = ("invalid or missing inputs",
                "`Blocked`; the message names the ConfigMap, Secret or key; other pools go on")
+    MCO_LABEL = ("the pool carries the MCO's label `machineconfiguration.openshift.io/layering-enabled` "
+                 "(with ours or without)",
+                 "nothing built or deleted, the record and the MachineConfig kept; reported as `Blocked` "
+                 "(exit 2): what the label does to the MCO of this release and the two `oc label` commands "
+                 "that move the pool to ours; `ocl-reconciler.io/mco-label` records it and Event "
+                 "`MCOLayeringLabel` (Warning) says it once")
 
     @property
     def situation(self) -> str:
@@ -302,7 +308,7 @@ def in_scope(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, An
         if selected and name not in selected:
             continue
         mine = tuple(by_pool.pop(naming.pool_label(name), []))
-        if opted_in(pool) or mine or any(A.owned(k) for k in objects.annotations(pool)):
+        if opted_in(pool) or mcolabel.carries(pool) or mine or any(A.owned(k) for k in objects.annotations(pool)):
             out.append(Scoped(name, pool, mine))
     for label, orphans in sorted(by_pool.items()):
         if not selected or label in {naming.pool_label(s) for s in selected}:
@@ -317,6 +323,10 @@ def decide_one(settings: Settings | Problem, entry: Scoped,
     """The decision of one entry of `in_scope`; `view` as decide_cluster makes it."""
     if entry.pool is None:
         return Decision(Transition.POOL_GONE, entry.name, owned=entry.mine, rollout=view)
+    if mcolabel.carries(entry.pool):
+        release = settings.release_version if isinstance(settings, Settings) else ""
+        return Decision(Transition.MCO_LABEL, entry.name, entry.pool, owned=entry.mine, rollout=view,
+                        problem=mcolabel.problem(entry.name, release))
     if opted_in(entry.pool):
         return decide_pool(settings, entry.pool, entry.mine, machineconfigs, view, facts, now)
     return Decision(Transition.OPT_OUT, entry.name, entry.pool, owned=entry.mine, rollout=view)
@@ -488,6 +498,16 @@ def _pool_gone(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materia
     _apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), None, s.d.pool_name, rfc3339(s.now)))
 
 
+def _mco_label(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """Reported, and nothing else: no state written, nothing deleted (core/mcolabel.py)."""
+    told = A.one_line(s.d.problem, 1024)
+    if s.ann.get(A.MCO_LABEL) != told:
+        s.plan.actions.append(Action("create", events.notice(
+            s.d.pool, mcolabel.REASON, told, told, rfc3339(s.now), s.ann.get(A.TRANSITION, ""), kind="Warning")))
+        _patch_annotations(s.plan, s.d.pool, {A.MCO_LABEL: told})
+    s.plan.state_after, s.plan.message = A.BLOCKED, told
+
+
 def _rollout(s: _Step, image: str, built_config: str, transition: bool) -> rollout.Rollout:
     """With `rollout: machineconfig`, what it takes for the pool's MachineConfig to hold `image`.
     `transition`: the plan records a transition (the Event is named with its time)."""
@@ -517,6 +537,7 @@ ACTIONS: dict[Transition, Callable[[_Step, Mapping[str, Any] | None, desired.Mat
     Transition.OPT_OUT: _opt_out,
     Transition.POOL_GONE: _pool_gone,
     Transition.BLOCKED: lambda s, mc, material: _blocked(s, s.d.problem),
+    Transition.MCO_LABEL: _mco_label,
 }
 
 
@@ -535,6 +556,8 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
             step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
     ACTIONS[d.transition](step, machineconfig, material)
+    if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
+        _forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
     return step.plan
 
 
@@ -570,6 +593,17 @@ def _annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | 
             pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now), reason,
             since=current.get(A.TRANSITION, ""))))
     _patch_annotations(plan_, pool, A.changes(current, wanted))
+
+
+def _forget(plan_: PoolPlan, pool: Mapping[str, Any], key: str) -> None:
+    """Remove one annotation key of ours, in the plan's patch of the pool if it has one (the key is
+    there, so the annotations map is: the ops need no resourceVersion test)."""
+    for i, action in enumerate(plan_.actions):
+        if action.verb == "patch" and action.obj.get("kind") == "MachineConfigPool":
+            ops = (*action.patch, *patches.annotation_ops(pool, {key: None}))
+            plan_.actions[i] = Action("patch", action.obj, ops, patches.apply(pool, list(ops)))
+            return
+    _patch_annotations(plan_, pool, {key: None})
 
 
 def _patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[str, str | None]) -> None:

@@ -16,6 +16,14 @@ every pool's `machineConfigSelector` is evaluated against our MachineConfig's la
   write waits (its nodes would first reboot into the other pool's image);
 - our own pool with an OS stream: Blocked.
 
+Its ownerReference names the pool but is not a controller reference: the render controller's
+MachineConfig handlers (`addMachineConfig`, `updateMachineConfig`, `deleteMachineConfig` in
+`pkg/controller/render/render_controller.go`) enqueue only the controller owner of a MachineConfig
+that has one, so every other pool selecting it (those that inherit the image) would wait for the
+informer resync, 20-40 minutes. The reference stays for the garbage collector (a pool deleted while
+no run follows takes its MachineConfig along); our runs delete it on opt-out and pool deletion.
+One written by an earlier version, a controller reference, is patched once.
+
 Pure: (the view of every pool and of our MachineConfigs) -> actions of the pool's plan."""
 
 from __future__ import annotations
@@ -131,7 +139,13 @@ def desired(pool: Mapping[str, Any], image: str, built_config: str) -> dict[str,
     pool_name = objects.name(pool)
     return templates.render_object("machineconfig-osimageurl.yaml.j2", name=name(pool_name),
                                    labels=labels(pool_name), annotations={A.BUILT_CONFIG: built_config},
-                                   owner=naming.owner_reference(pool), image=image)
+                                   owner=naming.owner_reference(pool, controller=False), image=image)
+
+
+def _controlled(live: Mapping[str, Any]) -> bool:
+    """Written by an earlier version with a controller reference to its pool."""
+    return any(isinstance(ref, Mapping) and ref.get("controller")
+               for ref in objects.meta(live).get("ownerReferences") or [])
 
 
 def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time: str,
@@ -142,7 +156,13 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
     pool_name = objects.name(pool)
     live = v.ours.get(pool_name)
     if live is not None and image_of(live) == image:
-        return Rollout()
+        if not _controlled(live):
+            return Rollout()
+        ops = patches.guarded(live, [{"op": "replace", "path": "/metadata/ownerReferences",
+                                      "value": [naming.owner_reference(pool, controller=False)]}])
+        return Rollout(actions=[Action("patch", dict(live), tuple(ops), patches.apply(live, ops))],
+                       notes=[f"MachineConfig {name(pool_name)}: its ownerReference is no longer a controller "
+                              "reference, so the render controller enqueues every pool that selects it"])
     selecting = v.selecting(pool_name)        # problem() has run: the selectors are valid
     early = [objects.name(p) for p in selecting
              if objects.name(p) in v.built and objects.name(p) not in v.ours]
@@ -166,7 +186,9 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
         ops = patches.guarded(live, [
             {"op": "replace" if "osImageURL" in (live.get("spec") or {}) else "add",
              "path": "/spec/osImageURL", "value": image},
-            *patches.annotation_ops(live, {A.BUILT_CONFIG: built_config})])
+            *patches.annotation_ops(live, {A.BUILT_CONFIG: built_config}),
+            *([{"op": "replace", "path": "/metadata/ownerReferences",
+                "value": [naming.owner_reference(pool, controller=False)]}] if _controlled(live) else [])])
         out.actions.append(Action("patch", dict(live), tuple(ops), patches.apply(live, ops)))
     return out
 

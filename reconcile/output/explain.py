@@ -14,7 +14,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import desired, images, lifecycle
+from reconcile.core import desired, images, lifecycle, mcolabel
 from reconcile.core.actions import PoolPlan
 from reconcile.diff import view
 from reconcile.imagebuild import templates
@@ -23,7 +23,7 @@ from reconcile.imagebuild import templates
 FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
           "kind_lower", "phase", "build_message", "attempt", "next_attempt", "max_attempts",
           "recorded_state", "recorded_ref", "recorded_for", "recorded_for_config", "candidate", "found",
-          "not_reused", "retry_cause", "problem")
+          "not_reused", "retry_cause", "problem", "move_label")
 NOT_OPTED_IN = "NOT_OPTED_IN"
 
 
@@ -74,6 +74,7 @@ def _what_changed(d: lifecycle.Decision, ref: str) -> str:
 def _fields(name: str, d: lifecycle.Decision | None, namespace: str) -> dict[str, str]:
     values = dict.fromkeys(FIELDS, "")
     values.update(pool=name, namespace=namespace, label=A.LAYERING_LABEL, rebuild_key=A.REBUILD,
+                  move_label=" && ".join(mcolabel.commands(name)),
                   max_attempts=str(A.MAX_ATTEMPTS))
     if d is None:
         return values
@@ -144,7 +145,8 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
     return {
         "pool": name,
         "exists": pool is not None,
-        "optedIn": bool(pool is not None and lifecycle.opted_in(pool)),
+        "optedIn": bool(pool is not None and lifecycle.opted_in(pool) and not mcolabel.carries(pool)),
+        "mcoLabel": bool(pool is not None and mcolabel.carries(pool)),
         "renderedConfig": {"name": inp.rendered_config if inp else
                            ((pool or {}).get("spec") or {}).get("configuration", {}).get("name"),
                            "contentDigest": inp.content if inp else None,
@@ -182,7 +184,9 @@ def text(report: Mapping[str, Any]) -> str:
     rec, rendered, out = report["recorded"], report["renderedConfig"], []
     out.append(f"pool {report['pool']}\n")
     out.append(_row("exists", "yes" if report["exists"] else "no"))
-    out.append(_row("opted in", "yes" if report["optedIn"] else f"no (label {A.LAYERING_LABEL})"))
+    out.append(_row("opted in", "yes" if report["optedIn"] else
+                    f"no: it carries the MCO's label {A.MCO_LAYERING_LABEL}, not ours ({A.LAYERING_LABEL})"
+                    if report["mcoLabel"] else f"no (label {A.LAYERING_LABEL})"))
     digest = rendered["contentDigest"]
     out.append(_row("rendered config", f"{rendered['name'] or '-'}"
                     + (f" (content {digest}{'' if rendered['contentRecorded'] else ', not yet recorded'})"

@@ -18,7 +18,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
-from reconcile.core import lifecycle, rollout
+from reconcile.core import lifecycle, mcolabel, rollout
 from reconcile.imagebuild import auth, builders, imageref, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
@@ -478,12 +478,14 @@ def _pools(f: Facts) -> list[Line]:
     if f.plan_error:
         return [(FAIL, f"cannot plan: {f.plan_error}",
                  "run preflight as a user who may read the pools and MachineConfigs")]
-    opted = sorted((p for p in f.pools if lifecycle.opted_in(p)), key=objects.name)
-    if not opted:
+    foreign = sorted((p for p in f.pools if mcolabel.carries(p)), key=objects.name)
+    out: list[Line] = [(FAIL, mcolabel.problem(objects.name(p), s.release_version),
+                        " && ".join(mcolabel.commands(objects.name(p)))) for p in foreign]
+    opted = sorted((p for p in f.pools if lifecycle.opted_in(p) and not mcolabel.carries(p)), key=objects.name)
+    if not opted and not foreign:
         return [(WARN, f"no MachineConfigPool is labelled {A.LAYERING_LABEL}: nothing is built",
                  f"label a pool to start: oc label mcp/worker {A.LAYERING_LABEL}=")]
     view = lifecycle.rollout_view(s, f.pools, f.owned)
-    out: list[Line] = []
     for pool in opted:
         name = objects.name(pool)
         transition, problem = f.decisions.get(name, ("", ""))

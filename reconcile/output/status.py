@@ -8,7 +8,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import lifecycle, rollout
+from reconcile.core import lifecycle, mcolabel, rollout
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
@@ -41,7 +41,11 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
     for pool in pools:
         ann = objects.annotations(pool)
         name = objects.name(pool)
-        if lifecycle.opted_in(pool) or A.STATE in ann:
+        if mcolabel.carries(pool):      # built by nobody here; what the MCO does with it, and the fix
+            recorded = f" (recorded {ann[A.STATE]})" if ann.get(A.STATE) else ""
+            out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", ann.get(A.IMAGE, "<none>"),
+                        age(ann.get(A.TRANSITION), now), ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
+        elif lifecycle.opted_in(pool) or A.STATE in ann:
             state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
             if mc is not None and state == A.SUCCEEDED:

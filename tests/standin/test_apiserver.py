@@ -47,12 +47,12 @@ def test_discovery(server):
 
 
 @pytest.mark.parametrize("selector, names", [
-    ("machineconfiguration.openshift.io/layering-enabled", ["worker"]),
-    ("!machineconfiguration.openshift.io/layering-enabled", ["infra"]),
+    ("ocl-reconciler.io/layering-enabled", ["worker"]),
+    ("!ocl-reconciler.io/layering-enabled", ["infra"]),
     ("machineconfiguration.openshift.io/mco-built-in=", ["infra", "worker"]),
     ("machineconfiguration.openshift.io/mco-built-in!=", []),
-    ("machineconfiguration.openshift.io/layering-enabled in (,x)", ["worker"]),
-    ("machineconfiguration.openshift.io/layering-enabled notin (x)", ["infra", "worker"]),
+    ("ocl-reconciler.io/layering-enabled in (,x)", ["worker"]),
+    ("ocl-reconciler.io/layering-enabled notin (x)", ["infra", "worker"]),
 ])
 def test_label_selectors(server, selector, names):
     code, body = call(server, "GET", f"{MCP}?labelSelector={urllib.request.quote(selector)}")
@@ -181,9 +181,9 @@ def kubectl(server, tmp_path):
 
 
 def test_kubectl_get_with_selectors(kubectl):
-    out = kubectl("get", "mcp", "-l", "machineconfiguration.openshift.io/layering-enabled", "-o", "name").stdout
+    out = kubectl("get", "mcp", "-l", "ocl-reconciler.io/layering-enabled", "-o", "name").stdout
     assert out.split() == ["machineconfigpool.machineconfiguration.openshift.io/worker"]
-    out = kubectl("get", "mcp", "-l", "!machineconfiguration.openshift.io/layering-enabled", "-o", "name").stdout
+    out = kubectl("get", "mcp", "-l", "!ocl-reconciler.io/layering-enabled", "-o", "name").stdout
     assert out.split() == ["machineconfigpool.machineconfiguration.openshift.io/infra"]
     got = json.loads(kubectl("get", "cm", "on-cluster-build-config", "-o", "json").stdout)
     assert got["data"]["finalImagePullspec"] == f"{F.REPO}:latest"

@@ -55,7 +55,7 @@ def test_delete_checks_uid_and_collects_dependents():
 def test_list_filters_by_namespace_and_selector():
     c = MemoryCluster(F.cluster(F.pool("worker"), F.pool("infra", opted_in=False)))
     assert [p["metadata"]["name"] for p in c.list("MachineConfigPool", None,
-            {"machineconfiguration.openshift.io/layering-enabled": None})] == ["worker"]
+            {"ocl-reconciler.io/layering-enabled": None})] == ["worker"]
     assert len(c.list("ConfigMap", F.NS)) == 1 and len(c.list("ConfigMap", F.MCO_NS)) == 1
     assert c.list("ConfigMap", "other-namespace") == []
 
