@@ -2,8 +2,41 @@
 merge, how the rendered MachineConfig is named and annotated, and what the controller writes to the
 pool. Objects are plain dicts (as a kube-apiserver or a snapshot holds them).
 
+Held to the real controller: tests/unit/test_mcorender_parity.py replays every case of
+../shared/reference/mco-render/ (openshift/machine-config-operator @ 7ff337a4, run with fake clients as
+`render_controller_test.go` runs it) and compares refusals, merge order, annotations and the merged spec;
+where the rules below and those results disagree, the results win.
+
 Followed, in openshift/machine-config-operator (paths of that repository; commits as the search
 index returned them):
+- The Ignition spec the merge produces is 3.5.0: `InternalMCOIgnitionVersion = "3.5.0"` in
+  `pkg/controller/common/constants.go` and `MergeMachineConfigs` merging with the v3_5 `MaxVersion` (HEAD
+  7ff337a4 per ../shared/reference/mco-render/README.md; the index holds no helpers.go that new, but its
+  tests import `github.com/coreos/ignition/v2/config/v3_5/types`: `pkg/controller/common/helpers_test.go`,
+  index id 14008534242, `pkg/controller/render/render_controller_test.go`, index id 14388199467). Configs
+  are read if their version is one of `IGNITION_SPECS` (the message is the one results.json.gz shows).
+- coreos/ignition `config/merge/merge.go` at 129ef9cd9b4032af9f0c0686e7b25afe68cee965: structs merged field
+  by field, a nil child pointer keeps the parent's, keyed lists merged by key. One exception taken from
+  issue 28 and the README of the results (no case there exercises it yet, and merge.go alone does not explain
+  it): a later file whose `contents` name a `source` without `compression` drops the earlier `gzip`.
+- `ValidateMachineConfig` (`pkg/controller/common/helpers.go`, index id 14192847658 for the kernel type and
+  `IgnParseWrapper` / `ValidateIgnition`; `validateExtensions` / `SupportedExtensions` in the same file):
+  kernelType one of default/realtime/64k-pages; with a spec.config, its Ignition version, absolute paths
+  (Ignition's `ErrPathRelative` "path not absolute"), and extensions in the allow list ("invalid extensions
+  found: [..]", as openshift-tests' PolarionID 56123 expects, index id 57596058972). Checking extensions
+  only when spec.config is set is what the README and results.json.gz (ext-invalid-nocfg) show at 7ff337a4.
+- `GetEffectiveOSImageStreamName` (`pkg/controller/common/helpers.go`; its table test
+  `TestGetEffectiveOSImageStreamName` in helpers_test.go, index id 14435302651): a pool's own
+  spec.osImageStream.name; a custom pool naming none inherits the `worker` pool's; worker and master never
+  inherit; "" is the default stream. `getOSImageStreamForPool` / `GetOSImageStreamSetByName` /
+  `GetBaseImageContainer` (render_controller.go, index id 13962087397): the stream's osImage and
+  osExtensionsImage; with the OSStreams gate off no OSImageStream is read and the ControllerConfig's
+  baseOSContainerImage / baseOSExtensionsContainerImage are used.
+- The OS-stream refusal, "cannot override MachineConfig osImageURL and set MachineConfigPool
+  spec.osImageStream.name simultaneously" (openshift-tests' expectation, index id 52636514246; the
+  results): only when the merged osImageURL differs from `GetBaseImageContainer` AND the pool itself names a
+  stream (an inherited stream never refuses). Errors from generating are wrapped "could not generate rendered
+  MachineConfig: %w" (`syncGeneratedMachineConfig`); "no MachineConfigs found ..." is not.
 - `pkg/controller/common/helpers.go` at 19ba3dda6e7a34fe5f15917152271191f9adb655, `MergeMachineConfigs`:
   worker-role first then the others, each group sorted by name (`sort.SliceStable`); Ignition merged in
   that order (`ign3.Merge`), `overwrite` defaulted to true on files; FIPS if any; kernelType: the last
@@ -14,24 +47,23 @@ index returned them):
 - openshift/machine-config-operator PR #5488 (MCO-1961, merged 2025-12): `MergeMachineConfigs` skips
   MachineConfigs carrying `machineconfiguration.openshift.io/generated-by-controller-version` when it
   picks osImageURL and baseOSExtensionsContainerImage. The index holds no helpers.go with that change;
-  the rule is taken from the PR's description.
+  the rule is taken from the PR's description, and the results hold it for osImageURL
+  (generated-mc-sets-osimage; no case yet for the extensions image).
 - `pkg/controller/render/render_controller.go`, the stored copy with `OSImageStreamSet` (index id
   13962087397; the index did not give its commit): `syncMachineConfigPool` (empty selector -> event
   "SelectingAll" and nothing else; MachineConfigs listed by selector, sorted by name; none -> "no
   MachineConfigs found matching selector %v"), `syncFailingStatus` / `syncAvailableStatus` (condition
   `RenderDegraded`), `syncGeneratedMachineConfig` (create if absent; pool `spec.configuration.name` and
   `.source`, made by `getMachineConfigRefs`), `generateRenderedMachineConfig` (MCs generated by another
-  controller version refused; `ValidateMachineConfig`; owner reference = controller ref to the pool;
+  controller version refused, "ignoring MC ..." in lower case at 7ff337a4 as the results show;
+  `ValidateMachineConfig`; owner reference = controller ref to the pool;
   annotations generated-by-controller-version, release-image-version, and os-image-url-overridden
   "true" when osImageURL is not `GetBaseImageContainer`), `getPoolsForMachineConfig` /
   `getMachineConfigsForPool` (nil or empty selector selects nothing).
 - `pkg/controller/render/hash.go` at 0d843aa29c6a5ce5aedcd1cb1638d2383ea17e41,
   `getMachineConfigHashedName` / `hashData`: `rendered-<pool>-<hex md5(salt + yaml.Marshal(spec))>`.
 - `pkg/controller/common/constants.go` at 410f667da764de8112084b6ffe2bc871d358a262: annotation and
-  label keys, kernel types, `InternalMCOIgnitionVersion` 3.4.0.
-- openshift/machine-config-operator PR #5424 (MCO-1972): a pool setting `spec.osImageStream.name` while
-  a MachineConfig sets osImageURL degrades the pool. The index holds no code of that check: the
-  message here is ours and not upstream's.
+  label keys, kernel types (its `InternalMCOIgnitionVersion` is still 3.4.0 there; 3.5.0 at HEAD, above).
 - `pkg/controller/node/status.go` (stored copy, index id 36417010171), `calculateStatus`: machineCount
   = nodes of the pool, updatedMachineCount = nodes done on the pool's target config; status.configuration
   becomes spec.configuration only when every machine is updated, ready and none unavailable; conditions
@@ -43,17 +75,21 @@ What this imitation does NOT prove:
 - Ignition merging is simplified (see `merge_ignition`): lists keyed as Ignition keys them (files,
   directories, links by path, each kind on its own; units, users, groups by name; dropins by name;
   disks, filesystems by device; resources by source), keyed entries merged field by field with the later
-  one winning for scalars, lists of scalars united in order. No spec 2 -> 3 translation, no validation of
-  Ignition, no path collisions between files, links and directories, no `replace`, no
-  `ExtractIgnitionKargsFor4_13`-era Ignition kernelArguments.
+  one winning for scalars, lists of scalars united in order. No spec 2 -> 3 translation (a 2.2 config is
+  accepted and merged as it is), no path collisions between files, links and directories, no `replace`,
+  no `ExtractIgnitionKargsFor4_13`-era Ignition kernelArguments. The gzip rule above is unverified by any
+  case. Ignition's validation is only the version and absolute paths; the wording of a refusal after its
+  first clause (Go's report format) is ours.
 - The rendered name follows upstream's algorithm, but Python's YAML is not go-yaml's: the bytes hashed
   (quoting, wrapping of long strings) can differ, so the names differ from a real cluster's. They are a
   deterministic function of the merged spec alone.
 - Not imitated: the ControllerConfig checks (version annotation, completion), waiting for the
   kubelet/containerruntime sub-controllers, the reconcilability check against the current rendered config
-  (`generateAndValidateRenderedMachineConfig`), garbage collection, events and metrics, the
-  OSImageStream inheritance of custom pools from worker, and the MCO-generated MachineConfigs of a real
-  cluster (00-worker, 01-worker-kubelet, 97/98/99-*-generated-*: only what the test puts in exists).
+  (`generateAndValidateRenderedMachineConfig`), garbage collection, events and metrics, the runc/RHEL 10
+  image check (skipped by upstream without an inspector, and in the results), an OSStreams gate that is on
+  with no OSImageStream `cluster` (the imitation then uses the ControllerConfig), the wording of an unknown
+  stream's error, and the MCO-generated MachineConfigs of a real cluster (00-worker, 01-worker-kubelet,
+  97/98/99-*-generated-*: only what the test puts in exists).
 - Nothing about roll-out: the daemon's rebase and reboot, drain, maxUnavailable, node readiness, paused
   pools beyond the Updating message, MachineConfigNodes, layered (MachineOSConfig) pools. `roll_out`
   only writes the counts a finished or partial roll-out would show.
@@ -77,7 +113,14 @@ RELEASE_IMAGE_VERSION = f"{MCO}/release-image-version"               # ReleaseIm
 OS_IMAGE_URL_OVERRIDDEN = f"{MCO}/os-image-url-overridden"           # OSImageURLOverriddenKey
 WORKER = "worker"                                                    # MachineConfigPoolWorker
 KERNEL_DEFAULT, KERNEL_REALTIME, KERNEL_64K = "default", "realtime", "64k-pages"
-IGNITION_VERSION = "3.4.0"                                           # InternalMCOIgnitionVersion
+IGNITION_VERSION = "3.5.0"                                           # InternalMCOIgnitionVersion
+#: what `ParseAndConvertConfig` / `IgnParseWrapper` (v3_5 `ParseCompatibleVersion`, spec 2.2 translated) read
+IGNITION_SPECS = ("2.2", "3.0", "3.1", "3.2", "3.3", "3.4", "3.5")
+#: `SupportedExtensions` (pkg/controller/common/helpers.go)
+SUPPORTED_EXTENSIONS = ("wasm", "ipsec", "usbguard", "kerberos", "kernel-devel", "sandboxed-containers",
+                        "sysstat")
+#: `GetEffectiveOSImageStreamName`: pools that never inherit worker's stream
+STANDARD_POOLS = ("worker", "master")
 #: hash.go: "80 random bytes ... Do not change it."
 SALT = bytes([
     16, 124, 206, 228, 139, 56, 175, 175, 79, 229, 134, 118, 157, 154, 211, 110,
@@ -90,7 +133,8 @@ EPOCH = "1970-01-01T00:00:00Z"
 
 
 class RenderError(Exception):
-    """The render controller refuses (what `syncFailingStatus` would put in RenderDegraded)."""
+    """The render controller refuses. `message` is the error `syncFailingStatus` puts in RenderDegraded
+    after "Failed to render configuration for pool <pool>: "."""
 
     def __init__(self, message: str, selecting_all: bool = False):
         super().__init__(message)
@@ -189,12 +233,22 @@ def _merge_value(parent: Any, child: Any, field: str = "") -> Any:
                 if at is None:
                     out.append(copy.deepcopy(entry))
                 else:
-                    out[at] = _merge_value(out[at], entry)
+                    out[at] = _merge_value(_rewritten(out[at], entry) if field == "files" else out[at], entry)
             return out
         if all(not isinstance(e, (dict, list)) for e in parent + child):
             return parent + [e for e in child if e not in parent]       # keyed by value
         return copy.deepcopy(parent) + copy.deepcopy(child)
     return copy.deepcopy(child)
+
+
+def _rewritten(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """A later file whose contents name a source without `compression` is written uncompressed: the
+    earlier entry's `compression` does not survive (issue 28; see the module docstring)."""
+    contents = child.get("contents")
+    if isinstance(contents, dict) and contents.get("source") is not None and "compression" not in contents:
+        parent = copy.deepcopy(parent)
+        (parent.get("contents") or {}).pop("compression", None)
+    return parent
 
 
 def merge_ignition(configs: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
@@ -272,15 +326,38 @@ def rendered_name(pool_name: str, merged: dict[str, Any]) -> str:
     return f"rendered-{pool_name}-{hashlib.md5(SALT + spec_bytes(merged)).hexdigest()}"
 
 
-def _validate(mc: dict[str, Any], controller_version: str) -> None:
-    md, spec = mc.get("metadata") or {}, mc.get("spec") or {}
-    version = (md.get("annotations") or {}).get(GENERATED_BY, "")
-    if version and version != controller_version:
-        raise RenderError(f"Ignoring MC {md.get('name')} generated by older version {version} "
-                          f"(my version: {controller_version})")
+def _generated_by_another(mcs: Iterable[dict[str, Any]], controller_version: str) -> None:
+    """generateRenderedMachineConfig: every component MC generated by another controller version refuses."""
+    for mc in mcs:
+        md = mc.get("metadata") or {}
+        version = (md.get("annotations") or {}).get(GENERATED_BY, "")
+        if version and version != controller_version:
+            raise RenderError(f"ignoring MC {md.get('name')} generated by older version {version} "
+                              f"(my version: {controller_version})")
+
+
+def validate_machineconfig(spec: dict[str, Any]) -> None:
+    """`ValidateMachineConfig`: the kernel type; and when the MachineConfig has a spec.config, its Ignition
+    version, Ignition's own validation (here only: absolute paths) and the extensions allow list."""
     kernel = spec.get("kernelType") or ""
     if kernel not in ("", KERNEL_DEFAULT, KERNEL_REALTIME, KERNEL_64K):
         raise RenderError(f"kernelType={kernel} is invalid")
+    cfg = spec.get("config")
+    if cfg is None:
+        return
+    version = str(((cfg.get("ignition") if isinstance(cfg, dict) else None) or {}).get("version") or "")
+    if ".".join(version.split(".")[:2]) not in IGNITION_SPECS or version.count(".") != 2:
+        raise RenderError("parsing Ignition config failed: unknown version. Supported spec versions: "
+                          + ",".join(IGNITION_SPECS))
+    storage = cfg.get("storage") or {}
+    for kind in ("files", "directories", "links"):
+        for i, node in enumerate(storage.get(kind) or []):
+            if not str(node.get("path", "")).startswith("/"):
+                raise RenderError(f"invalid ignition V3 config found: error at $.storage.{kind}.{i}.path: "
+                                  "path not absolute")
+    invalid = [e for e in spec.get("extensions") or [] if e not in SUPPORTED_EXTENSIONS]
+    if invalid:
+        raise RenderError(f"invalid extensions found: [{' '.join(invalid)}]")
 
 
 def _render(pool: dict[str, Any], machineconfigs: Iterable[dict[str, Any]], base_image: str,
@@ -295,17 +372,17 @@ def _render(pool: dict[str, Any], machineconfigs: Iterable[dict[str, Any]], base
     selected = select(pool, machineconfigs)
     if not selected:
         raise RenderError(f"no MachineConfigs found matching selector {selector_string(selector)}")
-    for mc in selected:
-        _validate(mc, controller_version)
-    ordered = merge_order(selected)
-    stream = ((pool.get("spec") or {}).get("osImageStream") or {}).get("name") or ""
-    if stream:                                   # PR #5424; the message is ours
-        setters = [mc["metadata"]["name"] for mc in ordered
-                   if not _generated(mc) and (mc.get("spec") or {}).get("osImageURL")]
-        if setters:
-            raise RenderError(f"pool {name} selects OS image stream {stream!r} but MachineConfig "
-                              f"{setters[-1]} sets osImageURL: use one or the other")
-    spec = merge(pool, ordered, base_image, base_extensions_image)
+    try:
+        _generated_by_another(selected, controller_version)
+        for mc in selected:
+            validate_machineconfig(mc.get("spec") or {})
+        ordered = merge_order(selected)
+        spec = merge(pool, ordered, base_image, base_extensions_image)
+        if spec["osImageURL"] != base_image and pool_stream(pool):
+            raise RenderError("cannot override MachineConfig osImageURL and set MachineConfigPool "
+                              "spec.osImageStream.name simultaneously")
+    except RenderError as err:                   # syncGeneratedMachineConfig wraps what generating returns
+        raise RenderError(f"could not generate rendered MachineConfig: {err.message}") from err
     annotations = {GENERATED_BY: controller_version, RELEASE_IMAGE_VERSION: release_version}
     if spec["osImageURL"] != base_image:
         annotations[OS_IMAGE_URL_OVERRIDDEN] = "true"
@@ -352,8 +429,7 @@ def set_condition(status: dict[str, Any], ctype: str, value: str, reason: str = 
 def _failing(pool: dict[str, Any], err: RenderError, now: str) -> None:
     name = pool["metadata"]["name"]
     set_condition(pool.setdefault("status", {}), "RenderDegraded", "True",
-                  message=f"Failed to render configuration for pool {name}: "
-                          f"could not generate rendered MachineConfig: {err.message}", now=now)
+                  message=f"Failed to render configuration for pool {name}: {err.message}", now=now)
 
 
 def _target(pool: dict[str, Any], rendered: dict[str, Any], ordered: list[dict[str, Any]]) -> None:
@@ -393,27 +469,64 @@ def roll_out(pool: dict[str, Any], updated: int, machines: int | None = None,
 
 
 # whole snapshots and a live API ----------------------------------------------------------------
-def base_image_for(pool: dict[str, Any], items: Iterable[dict[str, Any]]) -> str | None:
-    """`GetBaseImageContainer` from a snapshot: the OSImageStream `cluster`'s stream for the pool
-    (its spec.osImageStream.name, else the default stream), else ControllerConfig
-    `machine-config-controller` spec.baseOSContainerImage, else None."""
+def pool_stream(pool: dict[str, Any]) -> str:
+    """The stream the pool itself names (spec.osImageStream.name), "" when none."""
+    return str((((pool.get("spec") or {}).get("osImageStream")) or {}).get("name") or "")
+
+
+def effective_stream(pool: dict[str, Any], pools: Iterable[dict[str, Any]]) -> str:
+    """`GetEffectiveOSImageStreamName`: the pool's own stream; a custom pool naming none inherits worker's
+    (spec.osImageStream.name of the pool `worker`); "" means the default stream."""
+    own = pool_stream(pool)
+    if own or (pool.get("metadata") or {}).get("name") in STANDARD_POOLS:
+        return own
+    worker = next((p for p in pools if (p.get("metadata") or {}).get("name") == WORKER), None)
+    return pool_stream(worker) if worker else ""
+
+
+def stream_images(pool: dict[str, Any], pools: Iterable[dict[str, Any]], os_image_stream: dict[str, Any] | None,
+                  base_image: str, base_extensions_image: str = "") -> tuple[str, str]:
+    """(`GetBaseImageContainer`, the extensions image) for the pool: with an OSImageStream (the OSStreams
+    gate on, `getOSImageStreamForPool`), the `osImage` / `osExtensionsImage` of the stream
+    `GetOSImageStreamSetByName` picks for the effective name ("" = status.defaultStream); without one, the
+    ControllerConfig's baseOSContainerImage / baseOSExtensionsContainerImage."""
+    if os_image_stream is None:
+        return base_image, base_extensions_image
+    status = os_image_stream.get("status") or {}
+    want = effective_stream(pool, pools) or status.get("defaultStream") or ""
+    for stream in status.get("availableStreams") or []:
+        if stream.get("name") == want:
+            return stream.get("osImage") or "", stream.get("osExtensionsImage") or ""
+    raise RenderError(f"could not get OSImageStreamSet for pool {(pool.get('metadata') or {}).get('name')}: "
+                      f"stream {want!r} not found")                       # wording ours
+
+
+def images_for(pool: dict[str, Any], items: Iterable[dict[str, Any]]) -> tuple[str, str]:
+    """`stream_images` from a snapshot: the OSImageStream `cluster` if any, the ControllerConfig
+    `machine-config-controller`; ("", "") when neither names an image."""
     items = list(items)
-    stream_obj = next((o for o in items if o.get("kind") == "OSImageStream"
-                       and o["metadata"]["name"] == "cluster"), None)
-    if stream_obj:
-        st = stream_obj.get("status") or {}
-        want = ((pool.get("spec") or {}).get("osImageStream") or {}).get("name") or st.get("defaultStream")
-        for s in st.get("availableStreams") or []:
-            if s.get("name") == want and s.get("osImage"):
-                return s["osImage"]
+    stream = next((o for o in items if o.get("kind") == "OSImageStream" and o["metadata"]["name"] == "cluster"),
+                  None)
     cc = next((o for o in items if o.get("kind") == "ControllerConfig"
                and o["metadata"]["name"] == "machine-config-controller"), None)
-    return ((cc or {}).get("spec") or {}).get("baseOSContainerImage") or None
+    spec = (cc or {}).get("spec") or {}
+    pools = [o for o in items if o.get("kind") == "MachineConfigPool"]
+    return stream_images(pool, pools, stream, spec.get("baseOSContainerImage") or "",
+                         spec.get("baseOSExtensionsContainerImage") or "")
+
+
+def base_image_for(pool: dict[str, Any], items: Iterable[dict[str, Any]]) -> str | None:
+    """`GetBaseImageContainer` from a snapshot (`images_for`), None when nothing names one."""
+    try:
+        return images_for(pool, items)[0] or None
+    except RenderError:
+        return None
 
 
 def sync(items: list[dict[str, Any]], base_image: str | None = None, controller_version: str = "ocl-test",
          release_version: str = "", now: str = EPOCH) -> list[dict[str, Any]]:
-    """One pass of the render controller over a snapshot; returns new items. For every pool: render,
+    """One pass of the render controller over a snapshot; returns new items. For every pool (images from
+    `images_for`, `base_image` overriding the OS image): render,
     add the rendered MachineConfig if absent, set spec.configuration (name and source) and
     RenderDegraded False; on refusal set RenderDegraded True and leave spec.configuration; a pool
     selecting everything is left as it is. `base_image` overrides `base_image_for`."""
@@ -421,11 +534,12 @@ def sync(items: list[dict[str, Any]], base_image: str | None = None, controller_
     mcs = [o for o in out if o.get("kind") == "MachineConfig"]
     names = {mc["metadata"]["name"] for mc in mcs}
     for pool in [o for o in out if o.get("kind") == "MachineConfigPool"]:
-        base = base_image or base_image_for(pool, out)
         try:
+            base, extensions = images_for(pool, out)
+            base = base_image or base
             if not base:
                 raise RenderError("no base OS image: pass base_image or add a ControllerConfig/OSImageStream")
-            rendered, ordered = _render(pool, mcs, base, controller_version, release_version, "")
+            rendered, ordered = _render(pool, mcs, base, controller_version, release_version, extensions)
         except RenderError as err:
             if not err.selecting_all:
                 _failing(pool, err, now)

@@ -204,7 +204,7 @@ def test_ignition_files_custom_pool_overrides_worker():
             mc("bbb", config=ign(file("/etc/test1", "new"))),
             mc("ddd", config=ign(file("/etc/test2", "old")))]
     cfg = R.merge(pool("infra", roles=["worker", "infra"]), objs, BASE)["config"]
-    assert cfg["ignition"]["version"] == "3.4.0"
+    assert cfg["ignition"]["version"] == "3.5.0"       # constants.go InternalMCOIgnitionVersion at 7ff337a4
     assert cfg["storage"]["files"] == [
         {"path": "/etc/test1", "mode": 420, "contents": {"source": "data:,new"}, "overwrite": True},
         {"path": "/etc/test2", "mode": 420, "contents": {"source": "data:,new"}, "overwrite": True}]
@@ -224,24 +224,98 @@ def test_ignition_users_merged_by_name():
 
 
 def test_empty_configs_give_the_internal_version_only():
-    # helpers.go: configs[0] without a config starts from {ignition: {version: MaxVersion}}
-    assert R.merge(pool(), [mc("a"), mc("b")], BASE)["config"] == {"ignition": {"version": "3.4.0"}}
+    # helpers.go: configs[0] without a config starts from {ignition: {version: MaxVersion}} (v3_5)
+    assert R.merge(pool(), [mc("a"), mc("b")], BASE)["config"] == {"ignition": {"version": "3.5.0"}}
 
 
-# PR #5424: a pool with spec.osImageStream.name and an MC overriding osImageURL degrades.
+def test_a_later_uncompressed_rewrite_clears_an_earlier_gzip():
+    # ../shared/reference/mco-render/README.md: a later MachineConfig that rewrites a file without
+    # compression clears an earlier gzip
+    zipped = {"path": "/etc/a", "mode": 420, "contents": {"source": "data:;base64,H4sI", "compression": "gzip"}}
+    objs = [mc("10-a", config=ign(zipped)), mc("20-a", config=ign(file("/etc/a", "plain")))]
+    assert R.merge(pool(), objs, BASE)["config"]["storage"]["files"] == [
+        {"path": "/etc/a", "mode": 420, "contents": {"source": "data:,plain"}, "overwrite": True}]
+    # a later entry that does not rewrite the contents keeps them, compression included
+    objs = [mc("10-a", config=ign(zipped)), mc("20-a", config=ign({"path": "/etc/a", "mode": 384}))]
+    assert R.merge(pool(), objs, BASE)["config"]["storage"]["files"][0]["contents"]["compression"] == "gzip"
+
+
+STREAM_MSG = ("could not generate rendered MachineConfig: cannot override MachineConfig osImageURL and set "
+              "MachineConfigPool spec.osImageStream.name simultaneously")     # results.json.gz, 7ff337a4
+
+
 def test_os_image_stream_with_os_image_url_refused():
-    with pytest.raises(R.RenderError,
-                       match="OS image stream 'rhel-10'.*ocl-osimageurl-worker sets osImageURL"):
+    # the merged osImageURL differs from the stream's image and the pool names the stream itself
+    with pytest.raises(R.RenderError, match=STREAM_MSG):
         R.render(pool(stream="rhel-10"), [mc("00-worker"), osimageurl_mc("worker", CUSTOM)], BASE)
     # without an override the stream's base is used; a generated MC's osImageURL is no override
     out = R.render(pool(stream="rhel-10"), [mc("00-worker", generated="ocl-test", osImageURL=BASE)], BASE)
     assert out["spec"]["osImageURL"] == BASE
+    # an MC naming the stream's own image is accepted (README: "a MachineConfig whose osImageURL equals the
+    # stream's image is accepted")
+    out = R.render(pool(stream="rhel-10"), [mc("00-worker"), osimageurl_mc("worker", BASE)], BASE)
+    assert OVERRIDDEN not in out["metadata"]["annotations"]
+
+
+OVERRIDDEN = "machineconfiguration.openshift.io/os-image-url-overridden"
+STREAMS = {"kind": "OSImageStream", "metadata": {"name": "cluster"},
+           "status": {"defaultStream": "rhel-9", "availableStreams": [
+               {"name": "rhel-9", "osImage": BASE, "osExtensionsImage": "ext-9"},
+               {"name": "rhel-10", "osImage": CUSTOM, "osExtensionsImage": "ext-10"}]}}
+
+
+def test_a_custom_pool_naming_no_stream_inherits_workers():
+    # GetEffectiveOSImageStreamName (helpers_test.go TestGetEffectiveOSImageStreamName): a custom pool
+    # inherits worker's stream; worker and master never inherit; "" is the default stream
+    worker, infra, master = pool("worker", stream="rhel-10"), pool("infra", roles=["worker", "infra"]), pool("master")
+    pools = [worker, infra, master]
+    assert R.stream_images(infra, pools, STREAMS, "cc-base", "cc-ext") == (CUSTOM, "ext-10")
+    assert R.stream_images(master, pools, STREAMS, "cc-base", "cc-ext") == (BASE, "ext-9")
+    assert R.stream_images(pool("infra", stream="rhel-9"), pools, STREAMS, "", "") == (BASE, "ext-9")
+    # the OSStreams gate off (no OSImageStream read): the ControllerConfig's images
+    assert R.stream_images(infra, pools, None, "cc-base", "cc-ext") == ("cc-base", "cc-ext")
+
+
+def test_an_inheriting_pool_with_an_override_is_not_refused():
+    # results.json.gz, stream-inherit-infra-ocl-worker: infra names no stream, inherits rhel-10 and worker's
+    # osImageURL; it renders (overridden), only a pool naming a stream itself is refused
+    infra = pool("infra", roles=["worker", "infra"])
+    items = [pool("worker", stream="rhel-10"), infra, mc("00-worker"), osimageurl_mc("worker", INFRA_IMAGE),
+             STREAMS]
+    out = R.sync(items)
+    got = {o["metadata"]["name"]: o for o in out if o["kind"] == "MachineConfigPool"}
+    assert [c["status"] for c in got["worker"]["status"]["conditions"]] == ["True"]
+    assert [c["status"] for c in got["infra"]["status"]["conditions"]] == ["False"]
+    rendered = next(o for o in out if o["metadata"]["name"] == got["infra"]["spec"]["configuration"]["name"])
+    assert (rendered["spec"]["osImageURL"], rendered["spec"]["baseOSExtensionsContainerImage"]) == (
+        INFRA_IMAGE, "ext-10")
+    assert rendered["metadata"]["annotations"][OVERRIDDEN] == "true"
+
+
+@pytest.mark.parametrize("spec, phrase", [
+    # results.json.gz, ign-bad-version
+    ({"config": {"ignition": {"version": "9.9.9"}}},
+     "parsing Ignition config failed: unknown version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5"),
+    # Ignition's ErrPathRelative
+    ({"config": ign(file("etc/relative", "x"))}, "path not absolute"),
+    # helpers.go validateExtensions: `invalid extensions found: %v`
+    ({"config": ign(), "extensions": ["usbguard", "zsh", "nope"]}, r"invalid extensions found: \[zsh nope\]"),
+])
+def test_validate_machineconfig_refuses(spec, phrase):
+    with pytest.raises(R.RenderError, match=phrase):
+        R.render(pool(), [mc("00-worker"), mc("50-bad", **spec)], BASE)
+
+
+def test_extensions_without_a_config_are_not_validated():
+    # results.json.gz, ext-invalid-nocfg: extension `nope` on an MC without spec.config renders
+    out = R.render(pool(), [mc("00-worker"), mc("62-ext", extensions=["nope"])], BASE)
+    assert out["spec"]["extensions"] == ["nope"]
 
 
 def test_machineconfig_generated_by_another_controller_version_refused():
-    # render_controller.go generateRenderedMachineConfig: `Ignoring MC %s generated by older version %s
-    # (my version: %s)`
-    with pytest.raises(R.RenderError, match=r"Ignoring MC 00-worker generated by older version old "
+    # generateRenderedMachineConfig: `ignoring MC %s generated by older version %s (my version: %s)` (lower
+    # case at 7ff337a4: results.json.gz, old-generated)
+    with pytest.raises(R.RenderError, match=r"ignoring MC 00-worker generated by older version old "
                                             r"\(my version: ocl-test\)"):
         R.render(pool(), [mc("00-worker", generated="old")], BASE)
 
