@@ -17,8 +17,9 @@ REGISTRY_CA = "/etc/ocl/service-ca/service-ca.crt"
 
 DESCRIPTION = """\
 One-shot reconciler for OpenShift on-cluster layering. Finds every MachineConfigPool labelled
-machineconfiguration.openshift.io/layering-enabled, builds a layered OS image of its rendered
-MachineConfig, and records the outcome on the pool as annotations.
+ocl-reconciler.io/layering-enabled, builds a layered OS image of its rendered MachineConfig, and
+records the outcome on the pool as annotations. A pool labelled with the MCO's own
+machineconfiguration.openshift.io/layering-enabled is reported, not built (docs/rollout.md).
 """
 
 EPILOG = """\
@@ -60,7 +61,7 @@ COMMAND_HELP = {
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
                "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig), "
                "whose progress the STATE shows ('Succeeded, rolling out 2/5'); a pool that inherits "
-               "one gets a row 'Inherited'. -o wide adds ARCH and BUILDER (docs/builder-image.md).",
+               "one gets a row 'Inherited'. -o wide adds ARCH, STREAM and BUILDER (docs/builder-image.md).",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
     "explain": ("What a run sees for one pool and why it does what it does: the state recorded on the pool, "
                 "the build of the current inputs and its live object, the attempts, the image history, the "
@@ -142,7 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     command("render", "print the desired build objects as YAML", [source, select, namespaced])
     status = command("status", "table of pool build states", [source, select])      # pools only: no namespace
     status.add_argument("-o", "--output", choices=("table", "wide"), default="table",
-                        help="wide: also ARCH (the architecture built for) and BUILDER (the image the "
+                        help="wide: also ARCH (the architecture built for), STREAM (the OS stream, "
+                             "a custom pool's inherited from worker) and BUILDER (the image the "
                              "build ran in), as recorded on the pool")
     explain = command("explain", "why a pool is where it is, and what would move it", [source, namespaced])
     explain.add_argument("pool_name", metavar="POOL", help="the MachineConfigPool to explain")
@@ -373,7 +375,7 @@ def cmd_explain(args, now: datetime) -> int:
         print(f"error: no MachineConfigPool {args.pool_name} (and nothing of ours labelled for it)",
               file=sys.stderr)
         return EXIT_BLOCKED
-    report = explain.explain(args.pool_name, pool, decision, plan, args.namespace)
+    report = explain.explain(args.pool_name, pool, decision, plan, args.namespace, seen.pools)
     sys.stdout.write(explain.as_json(report) if args.output == "json" else explain.text(report))
     return EXIT_OK
 

@@ -23,6 +23,9 @@ CONTENT = PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
 #: steady run need not list the nodes (imagebuild/clusterfacts.py)
 ARCH = PREFIX + "arch"
+#: the OS stream the current build is of (imagebuild/osstream.py: the pool's own, a custom pool's
+#: inherited from worker, or the default; "" where the cluster lists none)
+OS_STREAM = PREFIX + "os-stream"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first

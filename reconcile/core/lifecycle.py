@@ -550,7 +550,8 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
     if d.inputs is not None and d.settings is not None:
         step.base = {A.RENDERED: d.inputs.rendered_config,
                      A.CONTENT: A.content(d.inputs.rendered_config, d.inputs.content),
-                     A.ARCH: d.inputs.arch, A.BUILDER_IMAGE: d.inputs.builder_image or None,
+                     A.ARCH: d.inputs.arch, A.OS_STREAM: d.inputs.os_stream or None,
+                     A.BUILDER_IMAGE: d.inputs.builder_image or None,
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
                      A.ATTEMPT: str(d.attempt)}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request

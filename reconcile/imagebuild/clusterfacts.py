@@ -61,7 +61,7 @@ def stream(pool: Mapping[str, Any], facts: ClusterFacts) -> osstream.Stream | No
     if facts.problem:
         raise Unfit(facts.problem)
     try:
-        return osstream.of_pool(pool, facts.streams)
+        return osstream.of_pool(pool, facts.streams, facts.pools)
     except osstream.Unlisted as err:
         raise Unfit(str(err)) from None
 

@@ -7,7 +7,11 @@ A pool names a stream with `spec.osImageStream.name`; the cluster-scoped singlet
 `status.defaultStream` (openshift/machine-config-operator `pkg/osimagestream/helpers.go`,
 `GetOSImageStreamSetByName`: an empty name is the status's default stream), as the render controller
 takes it for the pool's rendered config (`pkg/controller/render/render_controller.go`,
-`getOSImageStreamForPool`). Where the cluster has no such singleton (the API is not served, or the
+`getOSImageStreamForPool`). A custom pool that names none takes worker's first, as the render controller
+does (`GetEffectiveOSImageStreamName`, `pkg/controller/common/helpers.go`, and its table test
+`TestGetEffectiveOSImageStreamName`: a pool's own name; a pool other than worker and master that
+names none inherits the `worker` pool's; "" is the default stream): building it from the default
+would make an image of another stream than the one its rendered config is of. Where the cluster has no such singleton (the API is not served, or the
 MCO has not filled its status yet), the images of the ConfigMap `machine-config-osimageurl` stand.
 
 The base never comes from the rendered MachineConfig's `osImageURL`: with `rollout: machineconfig`
@@ -19,7 +23,7 @@ Pure: (the pool, the singleton or None) -> the stream's images, or why there are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,15 +59,38 @@ def default(singleton: Mapping[str, Any] | None) -> str:
     return str(status.get("defaultStream") or "") if isinstance(status, Mapping) else ""
 
 
-def of_pool(pool: Mapping[str, Any], singleton: Mapping[str, Any] | None) -> Stream | None:
-    """The images of the stream the pool names, else of the default stream; None when the pool
-    names none and the cluster lists none (the ConfigMap's images stand). Raises Unlisted."""
-    wanted = named(pool) or default(singleton)
+#: `GetEffectiveOSImageStreamName`: the pools that never inherit worker's stream
+STANDARD_POOLS = ("worker", "master")
+WORKER = "worker"
+
+
+def effective(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]] = ()) -> tuple[str, str]:
+    """(the stream name the render controller takes for the pool, whose it is): the pool's own, else
+    for a custom pool worker's ("worker"), else "" (the default stream)."""
+    own = named(pool)
+    name = str((pool.get("metadata") or {}).get("name", ""))
+    if own or name in STANDARD_POOLS:
+        return own, name if own else ""
+    worker = next((p for p in pools if (p.get("metadata") or {}).get("name") == WORKER), None)
+    inherited = named(worker) if worker is not None else ""
+    return inherited, WORKER if inherited else ""
+
+
+def of_pool(pool: Mapping[str, Any], singleton: Mapping[str, Any] | None,
+            pools: Iterable[Mapping[str, Any]] = ()) -> Stream | None:
+    """The images of the stream the pool names, else (a custom pool) of worker's, else of the
+    default stream; None when none is named and the cluster lists none (the ConfigMap's images
+    stand). `pools`: every pool (worker's stream). Raises Unlisted."""
+    chosen, whose = effective(pool, pools)
+    wanted = chosen or default(singleton)
     if not wanted:
         return None
-    how = "names OS stream" if named(pool) else "has no spec.osImageStream; the default OS stream is"
+    own = whose == (pool.get("metadata") or {}).get("name")
+    how = ("names OS stream" if own else f"has no spec.osImageStream and inherits {whose}'s OS stream"
+           if whose else "has no spec.osImageStream; the default OS stream is")
     where = f"MachineConfigPool {(pool.get('metadata') or {}).get('name', '')} {how} {wanted!r}" + \
-        (" (spec.osImageStream.name)" if named(pool) else " (status.defaultStream)")
+        (" (spec.osImageStream.name)" if own else
+         f" (MachineConfigPool {whose} spec.osImageStream.name)" if whose else " (status.defaultStream)")
     if singleton is None:
         raise Unlisted(f"{where}, but this cluster has no {KIND} {NAME!r} "
                        "(machineconfiguration.openshift.io/v1) listing OS streams")

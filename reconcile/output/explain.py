@@ -17,7 +17,7 @@ from reconcile.contract import objects
 from reconcile.core import desired, images, lifecycle, mcolabel
 from reconcile.core.actions import PoolPlan
 from reconcile.diff import view
-from reconcile.imagebuild import templates
+from reconcile.imagebuild import osstream, templates
 
 #: the placeholders manifests/explain.yaml may use (every one is filled, "" when it does not apply)
 FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
@@ -133,9 +133,10 @@ def _action_line(action: Any) -> str:
 
 
 def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
-            plan: PoolPlan | None, namespace: str) -> dict[str, Any]:
+            plan: PoolPlan | None, namespace: str, pools: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The report on one pool. `pool`: as read (None: there is none); `d`, `plan`: what the planner
-    decided and planned for it (None: nothing, i.e. not opted in and nothing of ours)."""
+    decided and planned for it (None: nothing, i.e. not opted in and nothing of ours); `pools`:
+    every pool (a custom pool's OS stream is worker's)."""
     row = d.transition.name if d is not None else NOT_OPTED_IN
     words = templates.table("explain.yaml")["transitions"][row]
     values = _fields(name, d, namespace)
@@ -156,7 +157,9 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
         "build": None if inp is None or d is None or d.builder is None or d.settings is None else {
             "buildId": inp.build_id, "kind": d.builder.kind, "name": values["build_name"],
             "ref": values["ref"],
-            "attempt": d.attempt, "maxAttempts": A.MAX_ATTEMPTS},
+            "attempt": d.attempt, "maxAttempts": A.MAX_ATTEMPTS,
+            "osStream": _stream(d.pool or {}, pools, inp), "baseImage": inp.base_image,
+            "extensionsImage": inp.extensions_image or None},
         "liveBuild": _live_build(d),
         "transition": {"row": row,
                        "situation": transition.situation if transition else "",
@@ -169,6 +172,18 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
                     "notes": list(plan.notes) if plan else []},
         "wouldChange": [line.format_map(values) for line in words["changes"]],
     }
+
+
+def _stream(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
+            inp: desired.BuildInputs) -> dict[str, str] | None:
+    """The OS stream the build is of and why that one (imagebuild/osstream.py), None: none listed."""
+    if not inp.os_stream:
+        return None
+    _, whose = osstream.effective(pool, pools)
+    why = ("the pool's spec.osImageStream.name" if whose == objects.name(pool) else
+           f"inherited from {whose}'s spec.osImageStream.name, as the render controller does" if whose else
+           "the default stream (status.defaultStream)")
+    return {"name": inp.os_stream, "from": why}
 
 
 def as_json(report: Mapping[str, Any]) -> str:
@@ -207,6 +222,10 @@ def text(report: Mapping[str, Any]) -> str:
         out.append("the build for the current inputs\n")
         out.append(_row("build id", build["buildId"]))
         out.append(_row("build", f"{build['ref']} (attempt {build['attempt']} of {build['maxAttempts']})"))
+        stream = build["osStream"]
+        out.append(_row("OS stream", "none listed: the release's images" if stream is None else
+                        f"{stream['name']} ({stream['from']})"))
+        out.append(_row("base image", build["baseImage"]))
         out.append(_row("live object", "none" if live is None else
                         f"{live['kind']} {live['name']}: phase {live['phase'] or '-'}, state {live['state']}"
                         + (f": {live['message']}" if live["message"] else "")))

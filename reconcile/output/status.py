@@ -12,7 +12,7 @@ from reconcile.core import lifecycle, mcolabel, rollout
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
-WIDE = ("ARCH", "BUILDER")
+WIDE = ("ARCH", "STREAM", "BUILDER")
 
 
 def age(since: str | None, now: datetime) -> str:
@@ -85,13 +85,14 @@ def progress(pool: Mapping[str, Any], mc: Mapping[str, Any], image: str | None) 
 
 
 def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The rows with ARCH and BUILDER before MESSAGE: "-" where the pool records none (a pool
-    without nodes, an OpenShift Build), <none> where nothing was built yet."""
+    """The rows with ARCH, STREAM and BUILDER before MESSAGE: "-" where the pool records none (a
+    pool without nodes, a cluster that lists no OS streams, an OpenShift Build), <none> where
+    nothing was built yet."""
     by_name = {objects.name(p): objects.annotations(p) for p in pools}
 
     def cell(ann: Mapping[str, str], key: str) -> str:
         return "<none>" if A.ARCH not in ann else (ann.get(key) or "-")
-    return [(*r[:5], *(cell(by_name.get(r[0], {}), k) for k in (A.ARCH, A.BUILDER_IMAGE)), r[5])
+    return [(*r[:5], *(cell(by_name.get(r[0], {}), k) for k in (A.ARCH, A.OS_STREAM, A.BUILDER_IMAGE)), r[5])
             for r in body]
 
 

@@ -166,6 +166,28 @@ def test_a_pool_builds_on_its_streams_images_and_a_stream_change_rebuilds(both):
     assert f"from={F.stream_images('rhel-9')[1]}," in dockerfile(items) and extensions not in dockerfile(items)
 
 
+def test_a_custom_pool_builds_on_workers_stream_as_the_render_controller_renders_it(both, run_cli):
+    """A custom pool naming no stream inherits worker's (GetEffectiveOSImageStreamName,
+    pkg/controller/common/helpers.go): its image is built FROM worker's stream, not the default's;
+    status -o wide and explain say which stream and why."""
+    streams = F.osimagestream("rhel-9", "rhel-10")                 # rhel-9 the default
+    items = world(pool_with("worker", stream="rhel-10", selector=None), pool_with("infra"), extra=[streams])
+    code, items, err = both.run(items)
+    assert code == 0 and ann(items, "infra")[A.STATE] == A.PENDING, err
+    os_image, extensions = F.stream_images("rhel-10")
+    assert f"FROM {os_image}" in dockerfile(items, "infra")
+    assert F.stream_images("rhel-9")[0] not in dockerfile(items, "infra")
+    assert ann(items, "infra")[A.OS_STREAM] == "rhel-10"
+    code, out, _ = run_cli("status", "-o", "wide", "--snapshot", str(run_cli.write(items)))
+    header, *rows = out.splitlines()
+    infra = next(r.split() for r in rows if r.startswith("infra "))
+    assert infra[header.split().index("STREAM")] == "rhel-10"
+    code, out, _ = run_cli("explain", "infra", "-o", "json", "--snapshot", str(run_cli.write(items)))
+    build = json.loads(out)["build"]
+    assert build["osStream"]["name"] == "rhel-10" and "inherited from worker" in build["osStream"]["from"]
+    assert build["baseImage"] == os_image
+
+
 def test_a_stream_the_cluster_does_not_list_blocks_the_pool(both):
     code, items, _ = both.run(world(pool_with(stream="rhel-11"), extra=[F.osimagestream("rhel-9")]))
     assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
@@ -298,8 +320,8 @@ def test_status_wide_shows_the_architecture_and_builder_image_of_the_last_build(
     assert code == 0, err
     code, out, _ = run_cli("status", "-o", "wide", "--snapshot", str(run_cli.write(items)))
     header, row = out.splitlines()
-    assert header.split() == ["POOL", "RENDERED", "STATE", "IMAGE", "AGE", "ARCH", "BUILDER", "MESSAGE"]
-    assert row.split()[:7] == ["worker", "rendered-worker-1", "Pending", "<none>", "0s", "amd64", MCO_IMAGE]
+    assert header.split() == ["POOL", "RENDERED", "STATE", "IMAGE", "AGE", "ARCH", "STREAM", "BUILDER", "MESSAGE"]
+    assert row.split()[:8] == ["worker", "rendered-worker-1", "Pending", "<none>", "0s", "amd64", "-", MCO_IMAGE]
     code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(items)))
     assert "ARCH" not in out and MCO_IMAGE not in out
 
