@@ -234,8 +234,9 @@ def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: d
             log.info("pool %s: %s", done.pool, note, extra={"pool": done.pool})
     if notes_from is None and done.state_before != done.state_after and done.state_after \
             and not outcome.error:
+        said = done.message and done.message not in done.notes      # a note said it already
         log.info("pool %s: %s -> %s%s", done.pool, done.state_before or "-", done.state_after,
-                 f" ({done.message})" if done.message else "", extra={"pool": done.pool})
+                 f" ({done.message})" if said else "", extra={"pool": done.pool})
     outcome.plan = carried_out(done)
 
 

@@ -505,6 +505,7 @@ def _mco_label(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materia
         s.plan.actions.append(Action("create", events.notice(
             s.d.pool, mcolabel.REASON, told, told, rfc3339(s.now), s.ann.get(A.TRANSITION, ""), kind="Warning")))
         _patch_annotations(s.plan, s.d.pool, {A.MCO_LABEL: told})
+    s.plan.notes.append(told)               # said by every command, the record unchanged or not
     s.plan.state_after, s.plan.message = A.BLOCKED, told
 
 
