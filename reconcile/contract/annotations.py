@@ -25,6 +25,11 @@ CONTENT = PREFIX + "content"
 ARCH = PREFIX + "arch"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
+#: with `rollout: machineconfig`: `<rendered config>=<image>[ <MachineConfig>]`, what the pool's
+#: rendered config (`spec.configuration.name`) held when a run last read it, and the MachineConfig
+#: whose osImageURL won over ours when that is not an image of ours (core/rolloutcheck.py), so a
+#: steady run reads no MachineConfig to know it
+ROLLOUT = PREFIX + "rollout"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: At most this many images are remembered (annotations share 256 KiB per object).
 IMAGES_LIMIT = 50
