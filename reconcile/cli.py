@@ -282,7 +282,9 @@ def cmd_run(args, now: datetime) -> int:
     if args.metrics_file or args.pushgateway:
         from reconcile.output import metrics
         registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
-                                   metrics.build_durations(result.outcomes, seen.owned, now), now)
+                                   metrics.build_durations(result.outcomes, seen.owned, now), now,
+                                   metrics.rollouts(seen.pools, seen.owned, [o.plan for o in result.outcomes
+                                                                             if not o.error]))
         for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
             logging.getLogger("reconcile").warning("%s", problem)
     if args.write_snapshot:
