@@ -514,7 +514,7 @@ def _checked(s: _Step) -> dict[str, str | None]:
         s.plan.notes.append(told)
         s.plan.actions.append(Action("create", events.notice(
             s.d.pool, rolloutcheck.OVERRIDDEN, told, found.rendered, rfc3339(s.now), kind="Warning")))
-    return A.changes(s.ann, {A.ROLLOUT: found.value()})
+    return A.changes(s.ann, found.annotations())
 
 
 def _apply_rollout(s: _Step, out: rollout.Rollout) -> None:

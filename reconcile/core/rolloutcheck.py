@@ -47,19 +47,20 @@ class Check:
     image: str
     winner: str = ""
 
-    def value(self) -> str:
-        """The annotation: `<rendered config>=<image>`, then ` <winner>` when overridden."""
-        return f"{self.rendered}={self.image}" + (f" {self.winner}" if self.winner else "")
+    def annotations(self) -> dict[str, str | None]:
+        """`ocl-reconciler.io/rollout: <rendered config>=<image>`, and
+        `ocl-reconciler.io/rollout-overridden-by: <winner>` when overridden (removed otherwise)."""
+        return {A.ROLLOUT: f"{self.rendered}={self.image}", A.OVERRIDDEN_BY: self.winner or None}
 
 
-def parse(value: str | None) -> Check | None:
-    rendered, sep, rest = (value or "").partition("=")
-    image, _, winner = rest.strip().partition(" ")
-    return Check(rendered, image, winner.strip()) if sep and rendered and image else None
+def parse(value: str | None, winner: str | None = None) -> Check | None:
+    rendered, sep, image = (value or "").partition("=")
+    return Check(rendered, image, (winner or "").strip()) if sep and rendered and image else None
 
 
 def recorded(pool: Mapping[str, Any]) -> Check | None:
-    return parse(objects.annotations(pool).get(A.ROLLOUT))
+    ann = objects.annotations(pool)
+    return parse(ann.get(A.ROLLOUT), ann.get(A.OVERRIDDEN_BY))
 
 
 def _spec_configuration(pool: Mapping[str, Any]) -> Mapping[str, Any]:

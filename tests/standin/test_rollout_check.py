@@ -58,6 +58,7 @@ def test_a_steady_rollout_run_reads_no_machineconfig(run_cli, tmp_path):
     assert code == 0, err
     rendered = F.the_pool(items)["spec"]["configuration"]["name"]
     assert F.the_pool(items)["metadata"]["annotations"][A.ROLLOUT] == f"{rendered}={OURS}"
+    assert A.OVERRIDDEN_BY not in F.the_pool(items)["metadata"]["annotations"]
     with APIServer(items) as server:
         assert run(server, tmp_path) == 0
         # only the LIST of our own MachineConfigs (docs/design.md: "one more LIST"), no GET
@@ -96,7 +97,8 @@ def test_a_zz_machineconfig_that_wins_is_named_once(run_cli, tmp_path):
                                        ("get", rendered, None), ("list", "", ROLE)]
         after = server.items()
     pool = F.the_pool(after)
-    assert pool["metadata"]["annotations"][A.ROLLOUT] == f"{rendered}={OTHER} zz-os"
+    assert pool["metadata"]["annotations"][A.ROLLOUT] == f"{rendered}={OTHER}"
+    assert pool["metadata"]["annotations"][A.OVERRIDDEN_BY] == "zz-os"
     (event,) = [e for e in after if e["kind"] == "Event" and e.get("reason") == rolloutcheck.OVERRIDDEN]
     assert event["type"] == "Warning" and "rename zz-os to sort before ocl-osimageurl-worker" in event["message"]
     with APIServer(after) as server:
@@ -169,7 +171,9 @@ def test_a_custom_pools_own_machineconfig_wins_over_a_later_worker_one(run_cli):
     assert code == 0, err
     anns = {p: F.the_pool(items, p)["metadata"]["annotations"] for p in ("worker", "infra")}
     assert anns["infra"][A.ROLLOUT].endswith(f"={F.REPO}@{DIGESTS[1]}")          # ours, on infra
-    assert anns["worker"][A.ROLLOUT].endswith(f"={OTHER} zz-worker-os")          # overridden, on worker
+    assert A.OVERRIDDEN_BY not in anns["infra"]
+    assert anns["worker"][A.ROLLOUT].endswith(f"={OTHER}")                       # overridden, on worker
+    assert anns["worker"][A.OVERRIDDEN_BY] == "zz-worker-os"
 
 
 def test_metrics_count_the_nodes_running_our_image_and_name_the_overrider(run_cli, tmp_path):

@@ -99,13 +99,14 @@ def test_our_images_need_no_list_and_an_earlier_one_shows_rendering():
     p["metadata"]["annotations"][A.IMAGES] = f"abc={OURS} def={earlier}"
     assert not rolloutcheck.needs_selected(p, rendered(earlier), ours)
     assert rolloutcheck.needs_selected(p, rendered(OTHER), ours)
-    p["metadata"]["annotations"][A.ROLLOUT] = rolloutcheck.Check("rendered-x", earlier).value()
+    p["metadata"]["annotations"].update(rolloutcheck.Check("rendered-x", earlier).annotations())
     assert rolloutcheck.state(p, ours, OURS).text == "rendering"
 
 
 def test_the_annotation_round_trips_and_says_when_a_check_is_due():
     for found in (rolloutcheck.Check("rendered-w-1", OURS), rolloutcheck.Check("rendered-w-1", OTHER, "zz-os")):
-        assert rolloutcheck.parse(found.value()) == found
+        values = found.annotations()
+        assert rolloutcheck.parse(values[A.ROLLOUT], values[A.OVERRIDDEN_BY]) == found
     assert rolloutcheck.parse("garbage") is None and rolloutcheck.parse(None) is None
     ours = mc(rollout.name("worker"), "worker", OURS)
     p = pool("worker", ("worker",), ["00-worker"])
@@ -142,7 +143,7 @@ def test_state_overridden_waiting_unchecked():
     ours = mc(rollout.name("worker"), "worker", OURS)
     p = pool("worker", ("worker",), [rollout.name("worker"), "zz-os"])
     assert rolloutcheck.state(p, ours, OURS).text == "unchecked"
-    p["metadata"]["annotations"][A.ROLLOUT] = f"rendered-x={OTHER} zz-os"
+    p["metadata"]["annotations"].update({A.ROLLOUT: f"rendered-x={OTHER}", A.OVERRIDDEN_BY: "zz-os"})
     found = rolloutcheck.state(p, ours, OURS)
     assert found.text == "overridden by zz-os" and "rename zz-os to sort before ocl-osimageurl-worker" in \
         found.describe("worker", rollout.name("worker"))
