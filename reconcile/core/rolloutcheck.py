@@ -236,3 +236,17 @@ def _count(status: Mapping[str, Any], key: str) -> int:
         return max(0, int(status.get(key) or 0))
     except (TypeError, ValueError):
         return 0
+
+
+def problems(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The opted-in pools whose rollout needs someone (overridden, render failed), with what to do:
+    preflight's warnings. `owned`: our objects (our MachineConfigs among them)."""
+    ours = rollout.view((), owned, ()).ours
+    out = {}
+    for pool in pools:
+        name = objects.name(pool)
+        if A.LAYERING_LABEL in objects.labels(pool) and name in ours:
+            found = state(pool, ours[name], objects.annotations(pool).get(A.IMAGE))
+            if found.kind in (OVERRIDDEN_KIND, RENDER_FAILED):
+                out[name] = found.describe(name, rollout.name(name))
+    return out
