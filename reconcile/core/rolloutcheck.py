@@ -183,7 +183,8 @@ class State:
         if self.kind == OVERRIDDEN_KIND:
             return f"overridden by {self.winner}"
         if self.kind == ROLLING_OUT:
-            return f"{self.updated}/{self.total} nodes" + (f", {self.degraded} degraded" if self.degraded else "")
+            degraded = f", {self.degraded} degraded" if self.degraded else ""
+            return f"{self.updated}/{self.total} nodes{degraded}"
         return self.kind
 
     def describe(self, pool: str, ours: str) -> str:

@@ -1,7 +1,7 @@
 """Prometheus metrics of one run: builds by pool and state, build and reconcile durations, API
 requests by verb and outcome, errors by reason, and (`rollout: machineconfig`) the nodes running
-our image and the pools whose rendered config another MachineConfig overrides. Written as a node-exporter textfile and/or pushed
-to a Pushgateway; a run is a short-lived job, so nothing is served."""
+our image and the pools whose rendered config another MachineConfig overrides. Written as a
+node-exporter textfile and/or pushed to a Pushgateway; a run is a short-lived job, so nothing is served."""
 
 from __future__ import annotations
 

@@ -54,8 +54,9 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
             heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built]
         except ValueError:          # an invalid selector: the run blocks the pool saying so
             heirs = []
-        out += [(objects.name(p), _rendered(p), "Inherited", progress(p, mc), rollout.image_of(mc) or "<none>",
-                 "-", f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
+        out += [(objects.name(p), _rendered(p), "Inherited", progress(p, mc),
+                 rollout.image_of(mc) or "<none>", "-",
+                 f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
                 for p in heirs]
     return out
 

@@ -162,8 +162,8 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
     MachineConfigs by name and keeps the last osImageURL, so the pool's rendered config holds zz-os's
     image. The run names it (one LIST of the pool's MachineConfigs, RBAC of the rollout Component),
     once, and status says `overridden by zz-os`."""
-    from tests.support import realbuild as R
     from tests.standin.test_rollout_check import OTHER, zz_os
+    from tests.support import realbuild as R
     from tests.unit.test_rollout import columns
     R.require_registry()
     reg = R.Registry(tmp_path)
