@@ -27,7 +27,7 @@ commands:
   run       one pass that applies the plan
   diff      the same plan as a unified diff per object, no writes, secret values masked
   render    the build objects the current plan keeps or creates, as a YAML stream on stdout
-  status    a table of the pools: POOL RENDERED STATE IMAGE AGE MESSAGE
+  status    a table of the pools: POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE
   explain   what a run saw for one pool, the lifecycle row it chose and why, what would change it
   preflight read-only checks of a live cluster before the first run: ok / warn / fail, what to do
 `ocl-reconcile COMMAND --help` says each one's flags and exit codes.
@@ -58,10 +58,13 @@ COMMAND_HELP = {
                "nothing for a pool built for its current inputs or Blocked. Problems on stderr; Secrets "
                "of ours are named on stderr, never printed.",
                "exit codes: 0 rendered; 2 a pool is Blocked; 3 the cluster or snapshot cannot be read"),
-    "status": ("A table of the pools from their annotations: POOL RENDERED STATE IMAGE AGE MESSAGE. "
-               "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig), "
-               "whose progress the STATE shows ('Succeeded, rolling out 2/5'); a pool that inherits "
-               "one gets a row 'Inherited'. -o wide adds ARCH, STREAM and BUILDER (docs/builder-image.md).",
+    "status": ("A table of the pools from their annotations: POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE. "
+               "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig); "
+               "ROLLOUT says what the pool's rendered config holds, as the last run checked it: "
+               "'rolled out', '3/5 nodes', 'overridden by zz-os', 'render failed', 'rendering', "
+               "'unchecked', 'waiting', '-' without one (rollout: annotation) (docs/rollout.md); a pool "
+               "that inherits one gets a row 'Inherited'. -o wide adds ARCH, STREAM and BUILDER "
+               "(docs/builder-image.md).",
                "exit codes: 0 shown; 3 the cluster or snapshot cannot be read"),
     "explain": ("What a run sees for one pool and why it does what it does: the state recorded on the pool, "
                 "the build of the current inputs and its live object, the attempts, the image history, the "
@@ -284,7 +287,9 @@ def cmd_run(args, now: datetime) -> int:
     if args.metrics_file or args.pushgateway:
         from reconcile.output import metrics
         registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
-                                   metrics.build_durations(result.outcomes, seen.owned, now), now)
+                                   metrics.build_durations(result.outcomes, seen.owned, now), now,
+                                   metrics.rollouts(seen.pools, seen.owned, [o.plan for o in result.outcomes
+                                                                             if not o.error]))
         for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
             logging.getLogger("reconcile").warning("%s", problem)
     if args.write_snapshot:

@@ -8,7 +8,7 @@ streams singleton once a run, the nodes only when build/clusterfacts.py says the
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,10 +17,13 @@ from reconcile.cluster import Cluster, Forbidden, NotFound
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, images, lifecycle, rollout
+from reconcile.core import desired, images, lifecycle, rollout, rolloutcheck
 from reconcile.core.actions import PoolPlan
 from reconcile.imagebuild import builders, buildinputs, clusterfacts, osstream, proxy, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
+
+#: Transitions after which the pool's rendered config is checked for our image.
+CHECKED_AFTER = frozenset({lifecycle.Transition.BUILT, lifecycle.Transition.EQUIVALENT})
 
 #: Kinds whose objects we create, hence LIST with our selector.
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
@@ -332,12 +335,32 @@ class Planner:
                 d = lifecycle.with_lookup(d, self._lookup(d.candidate))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
+            d = self._check_rollout(d)
             self.decided[d.pool_name] = d
             yield lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
                                 if d.needs_build else None, self.material)
             if not hold:
                 for name in [n for n in self.machineconfigs if last.get(n, -1) <= i]:
                     del self.machineconfigs[name]
+
+    def _check_rollout(self, d: lifecycle.Decision) -> lifecycle.Decision:
+        """With `rollout: machineconfig`, a built pool whose rendered config includes our
+        MachineConfig and was not checked yet (`rolloutcheck.due`): that rendered config is read
+        (one GET, none when the content digest's read made it already) and, only when its
+        osImageURL is not ours, the pool's MachineConfigs (one labelled LIST) to name the winner."""
+        if d.rollout is None or d.pool is None or d.transition not in CHECKED_AFTER:
+            return d
+        ours = d.rollout.ours.get(d.pool_name)
+        if not rolloutcheck.due(d.pool, ours):
+            return d
+        name = lifecycle.rendered_config(d.pool)
+        self._read_machineconfigs([name])
+        rendered = self.machineconfigs.get(name)
+        if not rendered:                    # gone: the pool renders again; checked then
+            return d
+        listed = (self.cluster.list("MachineConfig", None, rolloutcheck.list_selector(d.pool))
+                  if rolloutcheck.needs_selected(d.pool, rendered, ours) else [])
+        return replace(d, checked=rolloutcheck.check(d.pool, rendered, ours, listed))
 
     def _with_prunes(self, plans: list[PoolPlan], pools: list[dict[str, Any]]) -> list[PoolPlan]:
         """Registry deletes are actions of the pool's plan too. What pools and nodes use is

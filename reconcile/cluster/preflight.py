@@ -14,7 +14,7 @@ from typing import Any
 from reconcile import registry
 from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe
 from reconcile.contract import objects
-from reconcile.core import desired, lifecycle
+from reconcile.core import desired, images, lifecycle, rolloutcheck
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
 from reconcile.output import preflight as P
@@ -178,11 +178,12 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
     """What the next run would do for each pool (the planner, no registry, no writes), and the
     first buildable pool's build object created with dryRun=All (as our ServiceAccount if we may)."""
     planner = observe.Planner(cluster, seen, now)
-    _, f.plan_error = _read(planner.plan)
+    plans, f.plan_error = _read(planner.plan)
     if f.plan_error:
         return
     for name, d in sorted(planner.decided.items()):
         f.decisions[name] = (d.transition.name, d.problem)
+    f.rollouts = rolloutcheck.problems(images.pools_after(seen.pools, plans or []), seen.owned)
     buildable = [d for _, d in sorted(planner.decided.items())
                  if d.inputs is not None and d.transition is not lifecycle.Transition.BLOCKED
                  and d.pool is not None and lifecycle.opted_in(d.pool)]

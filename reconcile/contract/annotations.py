@@ -28,6 +28,14 @@ ARCH = PREFIX + "arch"
 OS_STREAM = PREFIX + "os-stream"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
+#: with `rollout: machineconfig`: `<rendered config>=<image>`, the osImageURL the pool's rendered
+#: config (`spec.configuration.name`) held when a run last read it (core/rolloutcheck.py), so a
+#: steady run reads no MachineConfig to know it
+ROLLOUT = PREFIX + "rollout"
+#: written with ROLLOUT when that image is not ours: the MachineConfig whose osImageURL won (absent
+#: otherwise); a key of its own so that Argo CD's health check, which has no string functions, can
+#: see it
+OVERRIDDEN_BY = PREFIX + "rollout-overridden-by"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: At most this many images are remembered (annotations share 256 KiB per object).
 IMAGES_LIMIT = 50

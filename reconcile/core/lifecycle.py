@@ -19,7 +19,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, events, images, mcolabel, patches, rollout
+from reconcile.core import desired, events, images, mcolabel, patches, rollout, rolloutcheck
 from reconcile.core.actions import Action, PoolPlan
 from reconcile.imagebuild import architecture, builders, clusterfacts, imagecontent
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
@@ -151,6 +151,9 @@ class Decision:
     lookup: images.Lookup | None = None
     #: with `rollout: machineconfig`: every pool and our MachineConfigs
     rollout: rollout.View | None = None
+    #: BUILT, EQUIVALENT: what the pool's rendered config holds, when the shell read it this run
+    #: (`rolloutcheck.due`); recorded on the pool
+    checked: rolloutcheck.Check | None = None
 
     @property
     def needs_build(self) -> bool:
@@ -360,10 +363,12 @@ class _Step:
 def _built(s: _Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
     out = _rollout(s, s.ann[A.IMAGE], s.ann.get(A.BUILT_CONFIG) or s.d.inputs.rendered_config, False)
     current = s.ann.get(A.MESSAGE, "")
+    change = _checked(s)
     if out.waiting and current != A.one_line(out.waiting):
-        _patch_annotations(s.plan, s.d.pool, {A.MESSAGE: A.one_line(out.waiting)})
+        change[A.MESSAGE] = A.one_line(out.waiting)
     elif not out.waiting and current.startswith(rollout.WAITING):
-        _patch_annotations(s.plan, s.d.pool, {A.MESSAGE: ""})
+        change[A.MESSAGE] = ""
+    _patch_annotations(s.plan, s.d.pool, change)
     _apply_rollout(s, out)
     s.delete(s.d.current + s.d.stale)           # leftovers of a run killed after recording
     s.plan.state_after, s.plan.message = A.SUCCEEDED, out.waiting or current
@@ -387,7 +392,7 @@ def _equivalent(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materi
     s.plan.state_after, s.plan.message = A.SUCCEEDED, out.waiting or message
     _patch_annotations(s.plan, d.pool, A.changes(ann, {
         **s.base, A.MESSAGE: A.one_line(s.plan.message),
-        A.IMAGES: images.recorded(d.pool, d.inputs.build_id, image)}))
+        A.IMAGES: images.recorded(d.pool, d.inputs.build_id, image), **_checked(s)}))
     _apply_rollout(s, out)
     s.delete(d.current + d.stale)
 
@@ -516,6 +521,21 @@ def _rollout(s: _Step, image: str, built_config: str, transition: bool) -> rollo
         return rollout.Rollout()
     since = rfc3339(s.now) if transition else s.ann.get(A.TRANSITION, "")
     return rollout.ensure(s.d.rollout, s.d.pool, image, built_config, rfc3339(s.now), since)
+
+
+def _checked(s: _Step) -> dict[str, str | None]:
+    """The check of the pool's rendered config, when the shell made one: its annotation, and an
+    Event (Warning, named for the rendered config, so told once) when another MachineConfig wins."""
+    found = s.d.checked
+    if found is None:
+        return {}
+    if found.winner:
+        told = rolloutcheck.State(rolloutcheck.OVERRIDDEN_KIND, found.image, found.winner).describe(
+            s.d.pool_name, rollout.name(s.d.pool_name))
+        s.plan.notes.append(told)
+        s.plan.actions.append(Action("create", events.notice(
+            s.d.pool, rolloutcheck.OVERRIDDEN, told, found.rendered, rfc3339(s.now), kind="Warning")))
+    return A.changes(s.ann, found.annotations())
 
 
 def _apply_rollout(s: _Step, out: rollout.Rollout) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import desired, images, lifecycle, mcolabel
+from reconcile.core import desired, images, lifecycle, mcolabel, rollout, rolloutcheck
 from reconcile.core.actions import PoolPlan
 from reconcile.diff import view
 from reconcile.imagebuild import osstream, templates
@@ -132,6 +132,21 @@ def _action_line(action: Any) -> str:
     return f"{action.verb} {what}"
 
 
+def _rollout(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
+             plan: PoolPlan | None) -> dict[str, Any] | None:
+    """With our rollout MachineConfig for the pool: what status's ROLLOUT says, on the pool as this
+    run leaves it (a check it makes is counted), and what it means; None without one."""
+    ours = d.rollout.ours.get(name) if d is not None and d.rollout is not None else None
+    if pool is None or ours is None:
+        return None
+    after = images.pools_after([pool], [plan] if plan else [])[0]
+    found = rolloutcheck.state(after, ours, objects.annotations(after).get(A.IMAGE))
+    return {"machineConfig": objects.name(ours), "image": rollout.image_of(ours), "state": found.kind,
+            "shown": found.text, "renderedImage": found.image or None, "overriddenBy": found.winner or None,
+            "renderMessage": found.message or None, "updated": found.updated, "total": found.total,
+            "degraded": found.degraded, "because": found.describe(name, objects.name(ours))}
+
+
 def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
             plan: PoolPlan | None, namespace: str, pools: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The report on one pool. `pool`: as read (None: there is none); `d`, `plan`: what the planner
@@ -161,6 +176,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
             "osStream": _stream(d.pool or {}, pools, inp), "baseImage": inp.base_image,
             "extensionsImage": inp.extensions_image or None},
         "liveBuild": _live_build(d),
+        "rollout": _rollout(name, pool, d, plan),
         "transition": {"row": row,
                        "situation": transition.situation if transition else "",
                        "outcome": transition.outcome if transition else "",
@@ -229,6 +245,12 @@ def text(report: Mapping[str, Any]) -> str:
         out.append(_row("live object", "none" if live is None else
                         f"{live['kind']} {live['name']}: phase {live['phase'] or '-'}, state {live['state']}"
                         + (f": {live['message']}" if live["message"] else "")))
+    roll = report.get("rollout")
+    if roll:
+        out.append(f"the rollout (MachineConfig {roll['machineConfig']})\n")
+        out.append(_row("image", roll["image"] or "-"))
+        out.append(_row("rollout", roll["shown"]))
+        out.append(_row("because", roll["because"]))
     row = report["transition"]
     out.append(f"decision: {row['row']}\n")
     out += [_row("situation", row["situation"])] if row["situation"] else []

@@ -1,6 +1,7 @@
 """Prometheus metrics of one run: builds by pool and state, build and reconcile durations, API
-requests by verb and outcome, errors by reason. Written as a node-exporter textfile and/or pushed
-to a Pushgateway; a run is a short-lived job, so nothing is served."""
+requests by verb and outcome, errors by reason, and (`rollout: machineconfig`) the nodes running
+our image and the pools whose rendered config another MachineConfig overrides. Written as a
+node-exporter textfile and/or pushed to a Pushgateway; a run is a short-lived job, so nothing is served."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
+from reconcile.core import images, lifecycle, rollout, rolloutcheck
+
+#: `ocl_rollout_nodes`' states: the pool's status counts, while its rendered config holds our image
+NODE_STATES = ("updated", "total", "degraded")
 
 
 def build_durations(outcomes: Iterable[Any], owned: Iterable[Mapping[str, Any]],
@@ -36,8 +41,26 @@ def build_durations(outcomes: Iterable[Any], owned: Iterable[Mapping[str, Any]],
     return out
 
 
+def rollouts(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
+             plans: Iterable[Any]) -> dict[str, rolloutcheck.State]:
+    """The rollout state of every opted-in pool with a MachineConfig of ours, as this run's
+    patches leave the pools and our MachineConfigs."""
+    plans = list(plans)
+    mcs = {objects.name(o): o for o in owned if o.get("kind") == rollout.KIND}
+    for plan in plans:
+        for action in plan.actions:
+            if action.obj.get("kind") == rollout.KIND:
+                mcs[objects.name(action.obj)] = (action.after if action.verb == "patch" else action.obj) \
+                    if action.verb != "delete" else None
+    ours = rollout.view((), [m for m in mcs.values() if m], ()).ours
+    return {objects.name(p): rolloutcheck.state(p, ours[objects.name(p)], objects.annotations(p).get(A.IMAGE))
+            for p in images.pools_after(pools, plans)
+            if lifecycle.opted_in(p) and objects.name(p) in ours}
+
+
 def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float,
-            durations: Mapping[str, float], finished: datetime):
+            durations: Mapping[str, float], finished: datetime,
+            rollout_states: Mapping[str, rolloutcheck.State] | None = None):
     from prometheus_client import CollectorRegistry, Gauge
     from prometheus_client import Counter as PCounter
 
@@ -52,6 +75,16 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
                      ["pool"], registry=registry)
     for pool, value in durations.items():
         duration.labels(pool).set(value)
+    nodes = Gauge("ocl_rollout_nodes", "Nodes of a pool whose rendered config holds our image: updated "
+                  "(run it), total, degraded", ["pool", "state"], registry=registry)
+    overridden = Gauge("ocl_rollout_overridden", "1 when another MachineConfig's osImageURL wins over ours "
+                       "in the pool's rendered config", ["pool", "machineconfig"], registry=registry)
+    for pool, found in sorted((rollout_states or {}).items()):
+        if found.kind in (rolloutcheck.ROLLING_OUT, rolloutcheck.ROLLED_OUT):
+            for state in NODE_STATES:
+                nodes.labels(pool, state).set(getattr(found, state))
+        elif found.kind == rolloutcheck.OVERRIDDEN_KIND:
+            overridden.labels(pool, found.winner).set(1)
     Gauge("ocl_reconcile_duration_seconds", "Duration of the reconcile run",
           registry=registry).set(seconds)
     Gauge("ocl_last_run_timestamp_seconds", "When the run ended (Unix time)",

@@ -167,6 +167,8 @@ class Facts:
     owned: list[Mapping[str, Any]] = field(default_factory=list)
     #: pool -> what the next run would do (the lifecycle's transition), or why it is Blocked
     decisions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: pool -> what stops its rollout (overridden, render failed: core/rolloutcheck.py), as the plan leaves it
+    rollouts: dict[str, str] = field(default_factory=dict)
     plan_error: str = ""
     dry_run: DryRun | None = None
     dry_run_skipped: str = ""
@@ -503,6 +505,9 @@ def _pools(f: Facts) -> list[Line]:
                      + (f" ({', '.join(heirs)} inherit it)" if heirs else "")
                      + (f"; written once {', '.join(early)} have their own" if early else ""))
         out.append((OK, f"MachineConfigPool {name}: the next run's lifecycle row is {transition}; {rolls}"))
+        if name in f.rollouts:
+            out.append((WARN, f"MachineConfigPool {name}: its nodes do not get our image: {f.rollouts[name]}",
+                        "docs/admin.md, \"Troubleshooting\": overridden, render failed"))
     return out
 
 

@@ -1,4 +1,6 @@
-"""`status`: what the pool annotations say, as a table (POOL RENDERED STATE IMAGE AGE MESSAGE)."""
+"""`status`: what the pool annotations say, as a table (POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE).
+ROLLOUT is how far the MCO rendered and rolled out the image our MachineConfig hands it
+(core/rolloutcheck.py), `-` without one (`rollout: annotation`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import lifecycle, mcolabel, rollout
+from reconcile.core import lifecycle, mcolabel, rollout, rolloutcheck
 
-COLUMNS = ("POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE")
+COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
 WIDE = ("ARCH", "STREAM", "BUILDER")
 
@@ -33,7 +35,7 @@ def age(since: str | None, now: datetime) -> str:
 def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
          machineconfigs: Iterable[Mapping[str, Any]] = ()) -> list[tuple[str, ...]]:
     """One row per pool we build (or left annotations on); with our rollout MachineConfigs
-    (`rollout: machineconfig`), the state says how far the MCO rolled the image out, and a pool
+    (`rollout: machineconfig`), ROLLOUT says how far the MCO rolled the image out, and a pool
     that inherits one gets a row of its own."""
     pools = sorted(pools, key=objects.name)
     v = rollout.view(pools, machineconfigs, [objects.name(p) for p in pools if lifecycle.opted_in(p)])
@@ -43,21 +45,20 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
         name = objects.name(pool)
         if mcolabel.carries(pool):      # built by nobody here; what the MCO does with it, and the fix
             recorded = f" (recorded {ann[A.STATE]})" if ann.get(A.STATE) else ""
-            out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", ann.get(A.IMAGE, "<none>"),
+            out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", "-", ann.get(A.IMAGE, "<none>"),
                         age(ann.get(A.TRANSITION), now), ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
         elif lifecycle.opted_in(pool) or A.STATE in ann:
             state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
-            if mc is not None and state == A.SUCCEEDED:
-                state += ", " + progress(pool, mc, ann.get(A.IMAGE))
-            out.append((name, ann.get(A.RENDERED, "<none>"), state, ann.get(A.IMAGE, "<none>"),
+            shown = rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None else "-"
+            out.append((name, ann.get(A.RENDERED, "<none>"), state, shown, ann.get(A.IMAGE, "<none>"),
                         age(ann.get(A.TRANSITION), now), ann.get(A.MESSAGE, "")))
     for owner, mc in sorted(v.ours.items()):
         try:
             heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built]
         except ValueError:          # an invalid selector: the run blocks the pool saying so
             heirs = []
-        out += [(objects.name(p), _rendered(p), f"Inherited, {progress(p, mc, rollout.image_of(mc))}",
+        out += [(objects.name(p), _rendered(p), "Inherited", progress(p, mc),
                  rollout.image_of(mc) or "<none>", "-",
                  f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
                 for p in heirs]
@@ -68,20 +69,12 @@ def _rendered(pool: Mapping[str, Any]) -> str:
     return ((pool.get("spec") or {}).get("configuration") or {}).get("name") or "<none>"
 
 
-def progress(pool: Mapping[str, Any], mc: Mapping[str, Any], image: str | None) -> str:
-    """How far the MCO has rolled our MachineConfig out to this pool, from the pool alone: is it
-    among the sources of the pool's rendered config, and how many machines run that config."""
-    if rollout.image_of(mc) != image:
-        return "rollout waiting"                # the MachineConfig still holds an earlier image
-    spec, status = pool.get("spec") or {}, pool.get("status") or {}
-    sources = {s.get("name") for s in (spec.get("configuration") or {}).get("source") or []
-               if isinstance(s, Mapping)}
-    if objects.name(mc) not in sources:
-        return "rendering"                      # the render controller has not merged it yet
-    total, updated = status.get("machineCount", 0), status.get("updatedMachineCount", 0)
-    current = (status.get("configuration") or {}).get("name")
-    done = current == spec.get("configuration", {}).get("name") and updated >= total
-    return f"{'rolled out' if done else 'rolling out'} {updated}/{total}"
+def progress(pool: Mapping[str, Any], mc: Mapping[str, Any]) -> str:
+    """A pool that inherits our MachineConfig: no run reads its rendered config (we record nothing
+    on a pool we do not build), so only whether the MCO merged it (`rendering`, `render failed`,
+    else `merged, unchecked`: its own MachineConfigs may still win), never node counts."""
+    found = rolloutcheck.state(pool, mc)
+    return "merged, unchecked" if found.kind == rolloutcheck.UNCHECKED else found.text
 
 
 def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -92,7 +85,7 @@ def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -
 
     def cell(ann: Mapping[str, str], key: str) -> str:
         return "<none>" if A.ARCH not in ann else (ann.get(key) or "-")
-    return [(*r[:5], *(cell(by_name.get(r[0], {}), k) for k in (A.ARCH, A.OS_STREAM, A.BUILDER_IMAGE)), r[5])
+    return [(*r[:6], *(cell(by_name.get(r[0], {}), k) for k in (A.ARCH, A.OS_STREAM, A.BUILDER_IMAGE)), r[6])
             for r in body]
 
 
@@ -100,7 +93,7 @@ def table(pools: Iterable[Mapping[str, Any]], now: datetime,
           machineconfigs: Iterable[Mapping[str, Any]] = (), wide: bool = False) -> str:
     pools = list(pools)
     body = rows(pools, now, machineconfigs)
-    columns = (*COLUMNS[:5], *WIDE, COLUMNS[5]) if wide else COLUMNS
+    columns = (*COLUMNS[:6], *WIDE, COLUMNS[6]) if wide else COLUMNS
     body = wide_rows(pools, body) if wide else body
     widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
     lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

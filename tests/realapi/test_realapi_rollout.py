@@ -154,3 +154,50 @@ def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(compon
         assert ours(real) is None
     finally:
         reg.stop()
+
+
+def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, tmp_path):
+    """zz-os (role worker, osImageURL set) sorts after ocl-osimageurl-worker: `MergeMachineConfigs`
+    (openshift/machine-config-operator pkg/controller/common/helpers.go) merges worker-role
+    MachineConfigs by name and keeps the last osImageURL, so the pool's rendered config holds zz-os's
+    image. The run names it (one LIST of the pool's MachineConfigs, RBAC of the rollout Component),
+    once, and status says `overridden by zz-os`."""
+    from tests.standin.test_rollout_check import OTHER, zz_os
+    from tests.support import realbuild as R
+    from tests.unit.test_rollout import columns
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host)
+        image = build(real, R, reg, "a")
+        real.api.create(zz_os())
+        rendered = mcorender.sync_api(real.api, "worker", F.BASE)
+        assert rendered["spec"]["osImageURL"] == OTHER != image
+        mark = real.api.audit_mark()
+        code, err = real.run()
+        assert code == 0, err
+        lists = [e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
+                 if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
+        assert lists == ["machineconfigs", "machineconfigs"]          # ours, then the pool's
+        assert real.ann()[A.OVERRIDDEN_BY] == "zz-os"
+        assert real.ann()[A.ROLLOUT] == f"{rendered['metadata']['name']}={OTHER}"
+        (told,) = [e for e in real.events() if e["reason"] == "ImageOverridden"]
+        assert told["type"] == "Warning" and "rename zz-os to sort before ocl-osimageurl-worker" in told["message"]
+        code, out, err = real.cli("status")
+        assert code == 0, err
+        assert columns(out)["worker"]["ROLLOUT"] == "overridden by zz-os"
+        mark = real.api.audit_mark()
+        assert real.run()[0] == 0
+        assert writes(real, mark) == []                                # told once, then nothing
+
+        # renamed to sort before ours (99-zz-os < ocl-osimageurl-worker): ours wins again
+        real.api.request("DELETE", real.api.path("MachineConfig", "", "zz-os"))
+        real.api.create(zz_os("99-zz-os"))
+        assert mcorender.sync_api(real.api, "worker", F.BASE)["spec"]["osImageURL"] == image
+        assert real.run()[0] == 0
+        assert A.OVERRIDDEN_BY not in real.ann()
+        code, out, _ = real.cli("status")
+        # our image again; the imitation rolled nothing out: no node runs the new rendered config yet
+        assert real.ann()[A.ROLLOUT].endswith(f"={image}") and columns(out)["worker"]["ROLLOUT"].endswith(" nodes")
+    finally:
+        reg.stop()

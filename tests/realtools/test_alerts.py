@@ -38,7 +38,7 @@ def rules(tmp_path):
 def test_promtool_accepts_the_rules(promtool, rules):
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 rules found" in out.stdout
+    assert "7 rules found" in out.stdout
 
 
 # Each alert: series under which it fires (after `at`) and under which it stays silent.
@@ -95,6 +95,36 @@ TESTS = [
                                          "job_name": "ocl-reconciler-29400000"},
                           "exp_annotations": {"summary": "Job ocl-reconciler-29400000 of the ocl-reconciler "
                                                          "CronJob failed"}}]}]},
+    {"interval": "5m",
+     # worker overridden by zz-os from t=0; infra's override was fixed after 10 minutes
+     "input_series": [{"series": 'ocl_rollout_overridden{pool="worker",machineconfig="zz-os",job="ocl-reconciler"}',
+                       "values": "1x8"},
+                      {"series": 'ocl_rollout_overridden{pool="infra",machineconfig="zz-infra",job="ocl-reconciler"}',
+                       "values": "1 1 1"}],
+     "alert_rule_test": [
+         {"eval_time": "10m", "alertname": "OclRolloutOverridden", "exp_alerts": []},      # not for 15m yet
+         {"eval_time": "20m", "alertname": "OclRolloutOverridden",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "worker", "machineconfig": "zz-os"},
+                          "exp_annotations": {
+                              "summary": "MachineConfig zz-os overrides the image of pool worker",
+                              "description": "rename zz-os to sort before ocl-osimageurl-worker, or remove its "
+                                             "osImageURL"}}]}]},
+    {"interval": "5m",
+     # worker: one machine degraded for 40 minutes; infra: degraded for 10 minutes, then fixed
+     "input_series": [{"series": 'ocl_rollout_nodes{pool="worker",state="degraded",job="ocl-reconciler"}',
+                       "values": "1x10"},
+                      {"series": 'ocl_rollout_nodes{pool="worker",state="updated",job="ocl-reconciler"}',
+                       "values": "2x10"},
+                      {"series": 'ocl_rollout_nodes{pool="infra",state="degraded",job="ocl-reconciler"}',
+                       "values": "1 1 1 0 0 0 0 0 0 0 0"}],
+     "alert_rule_test": [
+         {"eval_time": "25m", "alertname": "OclRolloutDegraded", "exp_alerts": []},
+         {"eval_time": "35m", "alertname": "OclRolloutDegraded",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "worker"},
+                          "exp_annotations": {
+                              "summary": "the rollout of our image to pool worker is stuck with 1 degraded machine(s)",
+                              "description": "oc describe mcp/worker; oc get nodes -l "
+                                             "node-role.kubernetes.io/worker"}}]}]},
 ]
 
 

@@ -37,6 +37,8 @@ GO_MOD = F.ROOT / "tests/tools/argocd/go.mod"
 CRONJOB = F.SHARED / "argocd/batch/CronJob"
 REQUIRE = "OCL_ARGOCD"
 STATE, MESSAGE = "ocl-reconciler.io/state", "ocl-reconciler.io/message"
+ROLLOUT, OVERRIDDEN_BY = "ocl-reconciler.io/rollout", "ocl-reconciler.io/rollout-overridden-by"
+IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 HEALTH_KEY = "resource.customizations.health."
 
 
@@ -216,8 +218,35 @@ def expected_health(obj: dict[str, Any]) -> dict[str, str]:
     state, message = annotations.get(STATE), annotations.get(MESSAGE)
     if state is None:
         return {"status": "Healthy", "message": "No layered OS image build recorded"}
+    if state == "Succeeded" and ROLLOUT in annotations:
+        return expected_rollout(obj, annotations)
     return {"status": POOL_HEALTH[state],
             "message": f"{state}: {message}" if message else f"Layered OS image build {state}"}
+
+
+def expected_rollout(pool: dict[str, Any], annotations: dict[str, str]) -> dict[str, str]:
+    """docs/argocd.md: a Succeeded pool whose rendered config a run checked (rollout: machineconfig)
+    is Degraded when the render failed or another MachineConfig overrides our image, Progressing
+    until its rendered config holds our image and every node runs it."""
+    spec, status = pool.get("spec") or {}, pool.get("status") or {}
+    target = (spec.get("configuration") or {}).get("name")
+    failed = [c.get("message") for c in status.get("conditions") or []
+              if c.get("type") == "RenderDegraded" and c.get("status") == "True"]
+    if failed:
+        return {"status": "Degraded", "message": f"Succeeded: render failed: {failed[-1]}"}
+    if annotations.get(OVERRIDDEN_BY):
+        return {"status": "Degraded", "message": (
+            f"Succeeded: overridden by MachineConfig {annotations[OVERRIDDEN_BY]}, which sets osImageURL and merges "
+            f"after ocl-osimageurl-{pool['metadata']['name']}: rename it to sort before, or remove its osImageURL")}
+    if annotations[ROLLOUT] != f"{target}={annotations.get(IMAGE)}":
+        return {"status": "Progressing",
+                "message": f"Succeeded: the MCO has not rendered the image into pool {pool['metadata']['name']} yet"}
+    total, updated = status.get("machineCount", 0), status.get("updatedMachineCount", 0)
+    if (status.get("configuration") or {}).get("name") == target and updated >= total:
+        return {"status": "Healthy", "message": f"Succeeded: rolled out to {total} node(s)"}
+    degraded = status.get("degradedMachineCount", 0)
+    return {"status": "Progressing", "message": f"Succeeded: rolling out {updated}/{total} nodes"
+            + (f", {degraded} degraded" if degraded else "")}
 
 
 def build_config(items: list[dict[str, Any]]) -> dict[str, str]:

@@ -56,8 +56,8 @@ def test_status_table(run_cli, monkeypatch):
     code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(after)))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["POOL", "RENDERED", "STATE", "IMAGE", "AGE", "MESSAGE"]
-    assert lines[1].split() == ["worker", "rendered-worker-1", "Pending", "<none>", "2h"]
+    assert lines[0].split() == ["POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE"]
+    assert lines[1].split() == ["worker", "rendered-worker-1", "Pending", "-", "<none>", "2h"]
     assert len(lines) == 2                                 # master is not opted in
 
 

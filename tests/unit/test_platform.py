@@ -320,8 +320,8 @@ def test_status_wide_shows_the_architecture_and_builder_image_of_the_last_build(
     assert code == 0, err
     code, out, _ = run_cli("status", "-o", "wide", "--snapshot", str(run_cli.write(items)))
     header, row = out.splitlines()
-    assert header.split() == ["POOL", "RENDERED", "STATE", "IMAGE", "AGE", "ARCH", "STREAM", "BUILDER", "MESSAGE"]
-    assert row.split()[:8] == ["worker", "rendered-worker-1", "Pending", "<none>", "0s", "amd64", "-", MCO_IMAGE]
+    assert header.split() == ["POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "ARCH", "STREAM", "BUILDER", "MESSAGE"]
+    assert row.split()[:9] == ["worker", "rendered-worker-1", "Pending", "-", "<none>", "0s", "amd64", "-", MCO_IMAGE]
     code, out, _ = run_cli("status", "--snapshot", str(run_cli.write(items)))
     assert "ARCH" not in out and MCO_IMAGE not in out
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from reconcile import cli
+from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.contract.problem import Problem
 from reconcile.imagebuild import auth, settings
@@ -330,6 +331,23 @@ def test_pools():
     assert only(blocked, "pools").result == P.FAIL
     assert only(blocked, "pools").message.endswith("would be Blocked: MachineConfig rendered-worker-1 not found")
     assert "rollout: annotation" in only(good(settings=read_settings()), "pools").message
+
+
+def test_an_overridden_pool_is_a_warning_saying_what_to_rename():
+    from reconcile.core import rolloutcheck
+    from tests.unit.test_rolloutcheck import OTHER, OURS, mc, pool
+    worker = pool("worker", ("worker",), ["ocl-osimageurl-worker", "zz-os"])
+    worker["metadata"]["labels"] = {A.LAYERING_LABEL: ""}
+    worker["metadata"]["annotations"].update({A.ROLLOUT: f"rendered-x={OTHER}", A.OVERRIDDEN_BY: "zz-os"})
+    ours = mc("ocl-osimageurl-worker", "worker", OURS)
+    found = rolloutcheck.problems([worker], [ours])
+    assert list(found) == ["worker"]
+    warned = [r for r in lines(good(rollouts=found), "pools") if r.result == P.WARN]
+    (line,) = warned
+    assert "rename zz-os to sort before ocl-osimageurl-worker, or remove its osImageURL" in line.message
+    del worker["metadata"]["annotations"][A.OVERRIDDEN_BY]
+    worker["metadata"]["annotations"][A.ROLLOUT] = f"rendered-x={OURS}"
+    assert rolloutcheck.problems([worker], [ours]) == {}
 
 
 def test_a_custom_pool_that_selects_workers_machineconfigs_inherits_the_image():
