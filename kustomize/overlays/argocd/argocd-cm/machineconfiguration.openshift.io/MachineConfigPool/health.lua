@@ -7,6 +7,20 @@ local annotations = {}
 if obj.metadata ~= nil and obj.metadata.annotations ~= nil then
   annotations = obj.metadata.annotations
 end
+-- the MCO's own layering label is its switch, not our opt-in: nothing is built for the pool
+-- and the machine-config operator degrades (4.16+) or builds it itself (4.14, 4.15)
+local labels = {}
+if obj.metadata ~= nil and obj.metadata.labels ~= nil then
+  labels = obj.metadata.labels
+end
+if labels["machineconfiguration.openshift.io/layering-enabled"] ~= nil then
+  hs.status = "Degraded"
+  hs.message = annotations["ocl-reconciler.io/mco-label"]
+  if hs.message == nil or hs.message == "" then
+    hs.message = "carries the MCO's label machineconfiguration.openshift.io/layering-enabled, not ocl-reconciler.io/layering-enabled: move it to ours"
+  end
+  return hs
+end
 local state = annotations["ocl-reconciler.io/state"]
 local message = annotations["ocl-reconciler.io/message"]
 if state == nil then
