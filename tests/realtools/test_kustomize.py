@@ -4,6 +4,7 @@ before the CronJob; the argocd-cm component builds into an Argo CD install."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -202,3 +203,35 @@ def test_every_binding_names_our_service_account_in_our_namespace(overlay):
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount" and subject["name"] in ("ocl-reconciler", "ocl-builder")
             assert subject.get("namespace", binding["metadata"].get("namespace")) == F.NS, binding["metadata"]
+
+
+def test_the_rollout_components_objects_carry_argo_cds_waves(tmp_path):
+    """An Argo CD overlay that adds components/rollout (docs/argocd.md: RBAC in wave -1) orders its
+    ClusterRole and binding with the other RBAC, and its admission policy before them, so that the
+    MachineConfig verbs are never granted while the policy that narrows them is missing (issue 29
+    item 14: they landed in wave 0)."""
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(F.ROOT / "kustomize/overlays/argocd", tmp_path)],
+        "components": [os.path.relpath(F.ROOT / "kustomize/components/rollout", tmp_path)]}))
+    docs = build(tmp_path)
+    wave = {(d["kind"], d["metadata"]["name"]): int(d["metadata"].get("annotations", {}).get(
+        "argocd.argoproj.io/sync-wave", 0)) for d in docs if d["kind"] != "Job"}
+    rbac = wave[("ClusterRole", "ocl-reconciler")]
+    assert rbac == -1
+    assert wave[("ClusterRole", "ocl-reconciler-rollout")] == wave[("ClusterRoleBinding", "ocl-reconciler-rollout")] \
+        == rbac
+    assert wave[("ValidatingAdmissionPolicy", "ocl-reconciler-rollout")] < rbac
+    assert wave[("ValidatingAdmissionPolicyBinding", "ocl-reconciler-rollout")] < rbac
+
+
+def test_the_argocd_overlays_settings_name_only_what_the_docs_create():
+    """docs/admin.md ("Creating the settings", step 3): leave baseImagePullSecretName out, the global
+    pull secret is used; `global-pull-secret-copy` exists only for pools with the MCO's own layering
+    label (../shared/reference/mco-rollout.md section 2), so naming it blocks every pool (issue 29
+    item 10). The rollout mode is said, not left to a default."""
+    (settings,) = [d for d in build(F.ROOT / "kustomize/overlays/argocd")
+                   if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "on-cluster-build-config"]
+    assert "baseImagePullSecretName" not in settings["data"]
+    assert settings["data"]["rollout"] in ("annotation", "machineconfig")
+    assert settings["data"]["finalImagePushSecretName"] == "builder-push-secret"      # admin.md step 2
