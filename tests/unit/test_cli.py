@@ -194,3 +194,12 @@ def test_the_epilog_example_does_not_export_secrets():
     from reconcile import cli
     examples = cli.EPILOG.split("examples:", 1)[1]
     assert "secret" not in examples
+
+
+def test_status_with_no_pool_opted_in_says_so_and_how(run_cli):
+    """Issue 29 item 15: not a bare header. Like kubectl's "No resources found", on stderr, exit 0."""
+    items = F.cluster(F.pool("worker", opted_in=False))
+    code, out, err = run_cli.on(items, "status")
+    assert code == 0 and out == ""
+    assert f"no MachineConfigPool is labelled {A.LAYERING_LABEL}" in err
+    assert f"oc label mcp/worker {A.LAYERING_LABEL}=" in err
