@@ -11,10 +11,12 @@ import json
 import pytest
 import yaml
 
+from reconcile.contract import admission
 from reconcile.contract import annotations as A
 from tests.realapi.test_realapi_preflight import by_check, preflight
 from tests.support import factory as F
 from tests.support import realserver
+from tests.unit.test_admission import CASES, with_selector
 
 pytestmark = pytest.mark.realapi
 SELECTOR_FILE = realserver.MCO_POLICIES / "custom-machine-config-pool-selector-validatingadmissionpolicy.yaml"
@@ -119,3 +121,13 @@ def test_a_custom_pool_of_the_4_18_shape_goes_through_the_lifecycle(real, builde
     assert code == 0, err
     a = real.ann("infra")
     assert a[A.STATE] == A.SUCCEEDED and a[A.IMAGE].startswith(F.REPO + "@sha256:"), json.dumps(a)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_mirror_of_the_selector_policy_agrees_with_the_real_server(server, case):
+    """contract/admission.py's reading of the CEL, held to the server's verdict on a dry-run create."""
+    pool = server.probe_pool(with_selector(CASES[case][0], "probe-mirror"))
+    status, body = server.request("POST", server.path("MachineConfigPool") + "?dryRun=All", pool,
+                                  ok=(400, 403, 422))
+    denied = status >= 400 and f"ValidatingAdmissionPolicy '{realserver.SELECTOR_POLICY}'" in str(body.get("message"))
+    assert status in (201, 422) and admission.admits_selector(pool)[0] is not denied, (status, body)
