@@ -153,8 +153,9 @@ class Refused(WriteError):
 
     @classmethod
     def of(cls, action: Action, err: Denied, pool: str) -> Refused:
+        answer = {403: "403 Forbidden", 422: "422 Invalid"}.get(err.status, str(err.status))
         return cls(f"{action.verb} {action.ref}: ValidatingAdmissionPolicy {err.policy} denied it "
-                   f"(HTTP {err.status}): {err.reason}; not retried: {admission.fix(err.policy, pool)}",
+                   f"({answer}): {err.reason}; not retried: {admission.fix(err.policy, pool)}",
                    err.status, action.obj.get("kind") == "MachineConfigPool")
 
 
