@@ -32,7 +32,8 @@ demo: install
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run2.yaml
 	@echo; echo '### 5. converged: diff shows nothing and exits 0'
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
-	@echo; echo '### 6. rollout: machineconfig hands the image to the MCO: one MachineConfig with only osImageURL'
+	@echo; echo '### 6. rollout: machineconfig: worker'"'"'s MachineConfig (only osImageURL) waits while infra, which selects'
+	@echo '   worker'"'"'s MachineConfigs as OpenShift 4.18 requires of a custom pool, has no image of its own (it failed)'
 	$(PY) examples/settings.py $(DEMO)/run2.yaml $(DEMO)/mc.yaml rollout=machineconfig
 	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run3.yaml
 	@echo '   [the MCO (imitated: examples/mco.py) renders it into the pool: a new rendered config, same content]'

@@ -82,6 +82,15 @@ def machineconfig(role: str, rendered: str, ca_certs: int, scripts: int) -> dict
     }
 
 
+def machineconfig_selector(name: str) -> dict:
+    """As OpenShift 4.18+ admits it (the MCO's ValidatingAdmissionPolicy
+    custom-machine-config-pool-selector): a built-in pool selects its own role, a custom pool
+    worker's MachineConfigs and its own."""
+    if name in ("master", "worker", "arbiter"):
+        return {"matchLabels": {f"{MCO}/role": name}}
+    return {"matchExpressions": [{"key": f"{MCO}/role", "operator": "In", "values": ["worker", name]}]}
+
+
 def pool(name: str, rendered: str, opted_in: bool, uid: str) -> dict:
     labels = {f"{MCO}/mco-built-in": "", f"pools.operator.{MCO}/{name}": ""}
     if opted_in:
@@ -93,7 +102,7 @@ def pool(name: str, rendered: str, opted_in: bool, uid: str) -> dict:
                      "annotations": {"example.com/owner": "platform-team"}},
         "spec": {"configuration": {"name": rendered, "source": [
                     {"apiVersion": f"{MCO}/v1", "kind": "MachineConfig", "name": f"00-{name}"}]},
-                 "machineConfigSelector": {"matchLabels": {f"{MCO}/role": name}},
+                 "machineConfigSelector": machineconfig_selector(name),
                  "nodeSelector": {"matchLabels": {f"node-role.kubernetes.io/{name}": ""}},
                  "paused": False},
         "status": {"configuration": {"name": rendered}, "machineCount": 3, "readyMachineCount": 3,

@@ -94,6 +94,7 @@ def server(tmp_path_factory):
     api.start()
     try:
         api.install_product()
+        api.install_mco_policies()
         api.sa_token = api.service_account_token(factory.NS, "ocl-reconciler")
         yield api
     finally:

@@ -34,6 +34,16 @@ class Forbidden(ClusterError):
     status = 403
 
 
+class Denied(ClusterError):
+    """An admission policy refused the write (kube-apiserver answers a ValidatingAdmissionPolicy's
+    denial 422, or 403 for a policy whose reason is Forbidden): `policy` and `reason` say which and
+    why. The same write is refused again until the object changes, so it is never retried."""
+
+    def __init__(self, message: str, status: int, policy: str, reason: str):
+        super().__init__(message)
+        self.status, self.policy, self.reason = status, policy, reason
+
+
 class Unauthorized(ClusterError):
     """The server did not accept our credentials (a token expired or revoked)."""
     status = 401

@@ -5,6 +5,9 @@ A conflicting patch (someone wrote the object since we read it) makes us re-read
 re-plan it and try once more, so foreign changes are kept. A create that finds our own object
 (same pool and build id: a lost response, or a killed run) adopts it. Any other failed write stops
 that pool's plan, is recorded as Blocked on the pool, and the run goes on with the other pools.
+A write an admission policy denies (the MCO's policies on pools: contract/admission.py) is that
+pool's error too, never retried and never re-planned: the same write would be denied again, and so
+would recording Blocked on a pool the policy refuses, which is then not attempted.
 An Event is best effort: one that cannot be written is logged and counted, and the plan goes on.
 A registry delete that fails is that pool's error (exit 2), never Blocked: its build succeeded; the
 pool's image history keeps what could not be deleted, for the next run. Without a registry (a
@@ -19,8 +22,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from reconcile import registry
-from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Invalid, NotFound
-from reconcile.contract import naming, objects
+from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Denied, Invalid, NotFound
+from reconcile.contract import admission, naming, objects
 from reconcile.core import images, lifecycle, mcolabel
 from reconcile.core.actions import Action, PoolPlan, carried_out
 from reconcile.diff import view
@@ -123,6 +126,8 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, ou
         try:
             ops = images.history_ops(action.obj, gone)
             cluster.patch("MachineConfigPool", "", objects.name(action.obj), ops)
+        except Denied as err:
+            raise Refused.of(action, err, pool) from None
         except ClusterError as err:
             raise WriteError(f"patch {action.ref} (image history): {err}", err.status) from None
         outcome.images_deleted += len(gone)
@@ -136,6 +141,22 @@ class WriteError(ClusterError):
     def __init__(self, message: str, status: int = 0):
         super().__init__(message)
         self.status = status
+
+
+class Refused(WriteError):
+    """A write an admission policy denied; `pool_write`: the object was the pool itself, so that
+    recording the error on it would be denied too."""
+
+    def __init__(self, message: str, status: int, pool_write: bool):
+        super().__init__(message, status)
+        self.pool_write = pool_write
+
+    @classmethod
+    def of(cls, action: Action, err: Denied, pool: str) -> Refused:
+        answer = {403: "403 Forbidden", 422: "422 Invalid"}.get(err.status, str(err.status))
+        return cls(f"{action.verb} {action.ref}: ValidatingAdmissionPolicy {err.policy} denied it "
+                   f"({answer}): {err.reason}; not retried: {admission.fix(err.policy, pool)}",
+                   err.status, action.obj.get("kind") == "MachineConfigPool")
 
 
 def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
@@ -162,6 +183,8 @@ def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replann
             continue
         try:
             _do(cluster, action)
+        except Denied as err:           # never a conflict: the same write is denied again
+            raise Refused.of(action, err, pool) from None
         except (Conflict, Invalid) as err:
             # a patch's resourceVersion test, or a delete's uid precondition: the object changed
             if action.verb not in ("patch", "delete") or replanner is None or outcome.replanned:
@@ -223,6 +246,11 @@ def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: d
     except RegistryFailure as err:
         outcome.error, outcome.error_reason = f"pool {pool}: {err}", "registry"
         log.error("pool %s: %s", pool, err, extra={"pool": pool})
+    except Refused as err:
+        outcome.error, outcome.error_reason = str(err), "admission"
+        log.error("pool %s: %s", pool, err, extra={"pool": pool})
+        if not err.pool_write:          # the pool itself is admitted: say so on it
+            outcome.events_lost += _record_error(cluster, pool, str(err), now)
     except ClusterError as err:
         outcome.error = str(err)
         outcome.error_reason = str(err.status or type(err).__name__)

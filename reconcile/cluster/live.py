@@ -23,13 +23,14 @@ from reconcile.cluster import (
     AlreadyExists,
     ClusterError,
     Conflict,
+    Denied,
     Forbidden,
     Invalid,
     NotFound,
     Unauthorized,
     Unreachable,
 )
-from reconcile.contract import objects
+from reconcile.contract import admission, objects
 
 log = logging.getLogger("reconcile")
 
@@ -220,6 +221,9 @@ def _error(status: int, data: bytes, method: str, path: str) -> ClusterError:
     reason = body.get("reason", "") if isinstance(body, dict) else ""
     where = f"{method} {path}: " if method == "GET" else ""   # a write's caller names the object
     text = f"{where}{status} {reason}: {message}".replace(" :", ":")
+    denied = admission.denial(message) if status in (403, 422) else None
+    if denied is not None:
+        return Denied(text, status, denied.policy, denied.message)
     if status == 404:
         return NotFound(text)
     if status == 409:

@@ -13,7 +13,7 @@ from typing import Any
 
 from reconcile import registry
 from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe
-from reconcile.contract import objects
+from reconcile.contract import admission, objects
 from reconcile.core import desired, images, lifecycle, rolloutcheck
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
@@ -22,6 +22,7 @@ from reconcile.output import preflight as P
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 CLUSTER_VERSION = ("config.openshift.io/v1", "clusterversions", "version")
+POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 
 
 def _read(step: Any) -> tuple[Any, str]:
@@ -93,6 +94,8 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     f.cluster_version, f.cluster_version_error = _read(lambda: _get(
         cluster, live.api_prefix(CLUSTER_VERSION[0]) + "/" + CLUSTER_VERSION[1], CLUSTER_VERSION[2]))
     f.machineosconfigs, f.machineosconfigs_error = _read(lambda: _machineosconfigs(cluster))
+    policy, f.selector_policy_error = _read(lambda: _get(cluster, POLICIES, admission.SELECTOR_POLICY))
+    f.selector_policy = None if f.selector_policy_error else policy is not None
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reconcile.contract import admission, objects
 from reconcile.contract import annotations as A
-from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core import lifecycle, mcolabel, rollout
 from reconcile.imagebuild import auth, builders, imageref, settings
@@ -172,6 +172,10 @@ class Facts:
     plan_error: str = ""
     dry_run: DryRun | None = None
     dry_run_skipped: str = ""
+    #: is the MCO's ValidatingAdmissionPolicy custom-machine-config-pool-selector served (None: the
+    #: read failed: `selector_policy_error`)
+    selector_policy: bool | None = None
+    selector_policy_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -509,6 +513,33 @@ def _pools(f: Facts) -> list[Line]:
             out.append((WARN, f"MachineConfigPool {name}: its nodes do not get our image: {f.rollouts[name]}",
                         "docs/admin.md, \"Troubleshooting\": overridden, render failed"))
     return out
+
+
+@_check("pool-admission")
+def _pool_admission(f: Facts) -> list[Line]:
+    """Every opted-in pool as the MCO's policy custom-machine-config-pool-selector judges it
+    (contract/admission.py mirrors its CEL): a pool it refuses can never record its state, since
+    every write of it is denied. A failure where the server serves the policy, or where that cannot
+    be read; a warning where it is not served (before 4.18): an upgrade brings it."""
+    policy = f"ValidatingAdmissionPolicy {admission.SELECTOR_POLICY}"
+    if f.selector_policy is None:
+        served, result = f"whether this cluster serves it cannot be read: {f.selector_policy_error}", FAIL
+    elif f.selector_policy:
+        served, result = "served here", FAIL
+    else:
+        served, result = "not served here; OpenShift 4.18 and later deploy it", WARN
+    out: list[Line] = []
+    opted = sorted((p for p in f.pools if lifecycle.opted_in(p)), key=objects.name)
+    for pool in opted:
+        admitted, why = admission.admits_selector(pool)
+        if not admitted:
+            out.append((result, f"MachineConfigPool {objects.name(pool)}: {policy} ({served}) denies every "
+                                f"write of it, so no run can record its state: {why}",
+                        admission.selector_fix(objects.name(pool))))
+    if out or not opted:
+        return out
+    return [(OK, f"every opted-in pool selects the worker role (or master or arbiter), as {policy} requires "
+                 f"({served})")]
 
 
 _ADMIT_HINT = {

@@ -70,11 +70,23 @@ def test_a_pool_builds_on_its_streams_images_read_once_by_name(real, builder):
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_a_stream_the_cluster_does_not_list_blocks_the_pool(real, builder):
-    seed(real, builder, pool_with(stream="rhel-11"), extra=[F.osimagestream("rhel-9")])
-    code, _ = real.run()
-    assert code == 2 and real.ann()[A.STATE] == A.BLOCKED
-    assert "names OS stream 'rhel-11'" in real.ann()[A.MESSAGE] and not real.owned()
+def test_a_stream_the_cluster_no_longer_lists_is_the_pools_error(real, builder):
+    """The MCO's stream policy admits a pool only with a listed stream: one whose stream left the
+    list (its end of life) can record nothing, not even Blocked. The run says so, once, builds
+    nothing and sends the denied write once (tests/unit/test_platform.py has the Blocked message)."""
+    seed(real, builder, pool_with(stream="rhel-11"), extra=[F.osimagestream("rhel-9", "rhel-11")])
+    real.api.create(F.osimagestream("rhel-9"))
+    probe = real.api.probe_pool(pool_with(stream="rhel-11"))
+    real.api.wait_admission(probe, f"ValidatingAdmissionPolicy '{realserver.STREAM_POLICY}'")
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 2 and A.STATE not in real.ann() and not real.owned(), err
+    (line,) = [x for x in err.splitlines() if x.startswith("ERROR")]
+    assert line.startswith("ERROR pool worker: patch MachineConfigPool/worker: ValidatingAdmissionPolicy "
+                           f"{realserver.STREAM_POLICY} denied it"), line
+    assert "must reference a valid stream" in line and "oc get osimagestream cluster" in line, line
+    assert [e["responseStatus"]["code"] for e in real.api.audit(mark, realserver.RECONCILER)
+            if e["verb"] == "patch"] == [422]
 
 
 @pytest.mark.parametrize("builder", BUILDERS)

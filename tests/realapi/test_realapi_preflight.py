@@ -128,7 +128,7 @@ def test_a_good_setup_passes_every_check(real, openshift):
     checks = by_check(lines)
     assert list(checks) == ["namespace", "settings", "pull-secret", "push-secret", "permissions",
                             "builder-account", "registry", "openshift-version", "mco-builder", "pools",
-                            "pod-security"]
+                            "pool-admission", "pod-security"]
     # each ok says what it saw, as the server answered it
     assert "asked by impersonation" in checks["permissions"][0]["message"]
     assert f"answers https://{reg.host}/v2/ with the push credentials" in checks["registry"][0]["message"]
@@ -274,7 +274,7 @@ def test_a_pool_that_would_inherit_the_image_with_an_os_stream_fails_the_pools_l
     infra = F.pool("infra", opted_in=False)
     infra["spec"]["machineConfigSelector"] = {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}}
     infra["spec"]["osImageStream"] = {"name": "rhel-10"}
-    real.seed(good(reg) + [infra, F.machineconfig("rendered-infra-1")])
+    real.seed(good(reg) + [infra, F.machineconfig("rendered-infra-1"), F.osimagestream("rhel-9", "rhel-10")])
     code, lines = preflight(real, ca)
     assert code == 2 and failing(lines) == {"pools"}, lines
     (line,) = by_check(lines)["pools"]

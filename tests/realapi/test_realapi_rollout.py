@@ -142,6 +142,8 @@ def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(compon
         assert mcorender.sync_api(real.api, "infra", F.BASE)["spec"]["osImageURL"] == image
 
         # infra picks an OS stream: the MCO would refuse to render it, so worker is Blocked first
+        # (the MCO's stream policy admits only a stream the singleton lists)
+        real.api.create(F.osimagestream("rhel-9", "rhel-10"))
         pool = real.pool("infra")
         pool["spec"]["osImageStream"] = {"name": "rhel-10"}
         real.api.request("PUT", real.api.path("MachineConfigPool", "", "infra"), pool)

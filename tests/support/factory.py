@@ -58,6 +58,20 @@ def secret(name: str, payload: Any = None, type_: str = "kubernetes.io/dockercon
             "data": {key: base64.b64encode(raw).decode()}}
 
 
+#: The roles the MCO's admission policy lets a pool select alone (../shared/schemas/mco-policies/
+#: custom-machine-config-pool-selector-validatingadmissionpolicy.yaml)
+ROLES = ("master", "worker", "arbiter")
+
+
+def machineconfig_selector(name: str) -> dict[str, Any]:
+    """A pool's spec.machineConfigSelector as OpenShift 4.18+ admits it: a built-in pool selects its
+    own role; a custom pool selects worker's MachineConfigs and its own (the MCO's policy
+    custom-machine-config-pool-selector refuses any other)."""
+    if name in ROLES:
+        return {"matchLabels": {f"{MCO}/role": name}}
+    return {"matchExpressions": [{"key": f"{MCO}/role", "operator": "In", "values": ["worker", name]}]}
+
+
 def pool(name: str = "worker", rendered: str | None = None, opted_in: bool = True,
          annotations: dict[str, str] | None = None) -> dict[str, Any]:
     labels = {f"{MCO}/mco-built-in": ""}
@@ -68,6 +82,7 @@ def pool(name: str = "worker", rendered: str | None = None, opted_in: bool = Tru
                          "labels": labels,
                          "annotations": {"example.com/keep": "theirs", **(annotations or {})}},
             "spec": {"configuration": {"name": rendered or f"rendered-{name}-1"},
+                     "machineConfigSelector": machineconfig_selector(name),
                      "nodeSelector": {"matchLabels": {f"node-role.kubernetes.io/{name}": ""}}},
             "status": {"machineCount": 3}}
 

@@ -8,7 +8,10 @@ counts. It serves the openshift/api CRDs for MachineConfigPool, MachineConfig an
 `../shared/schemas/`), Proxy (`tests/tools/realapi/crds/`), and a CRD for `build.openshift.io/v1` Builds
 made from the Build schema in `../shared/schemas/jsonschema/` (OpenShift serves Builds from its own
 API server: a CRD gives their shape and the RBAC and audit of a real server, not OpenShift's build
-admission or defaulting; see docs/development.md).
+admission or defaulting; see docs/development.md). The MCO's own two ValidatingAdmissionPolicies for
+pools (`../shared/schemas/mco-policies/`, unchanged) are installed with the product and enforced in
+every test: pools must select the worker role, and name only streams the `OSImageStream` `cluster`
+lists, which exists from the start with no status (as before the MCO fills it).
 """
 
 from __future__ import annotations
@@ -64,7 +67,15 @@ NAMESPACES = (F.MCO_NS, "openshift-config")
 #: where scenarios leave objects: ours, the cluster's, and `default` for Events about pools
 SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
-KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt"), ("OSImageStream", "cluster")}
+#: the MCO's admission policies for pools (openshift/machine-config-operator
+#: manifests/machineconfigcontroller/), unchanged, and the OSImageStream that is the OS-stream
+#: policy's param (its binding's paramRef `cluster`): without it every pool write is denied
+MCO_POLICIES = F.SHARED / "schemas/mco-policies"
+SELECTOR_POLICY, STREAM_POLICY = "custom-machine-config-pool-selector", \
+    "machineconfigpool-osimagestream-reference-validation"
+BARE_STREAMS = {"apiVersion": f"{F.MCO}/v1", "kind": "OSImageStream", "metadata": {"name": "cluster"},
+                "spec": {"defaultStream": "rhel-9"}}
 #: kustomize/components/rollout, through the example overlay that adds it to overlays/openshift:
 #: its objects are what the first renders and the second does not (install_rollout())
 ROLLOUT_OVERLAY, ROLLOUT_WITHOUT = (F.ROOT / "kustomize/overlays/openshift-rollout",
@@ -97,8 +108,9 @@ def binaries() -> Path:
     if missing:
         problem = (f"realapi needs {', '.join(missing)} in {bindir}: `make realapi` builds them from Go "
                    f"modules (needs go and the module proxy)")
-    elif not BUILD_SCHEMA.is_file():
-        problem = f"realapi needs ../shared/schemas (absent: {BUILD_SCHEMA})"
+    elif not BUILD_SCHEMA.is_file() or not MCO_POLICIES.is_dir():
+        problem = (f"realapi needs ../shared/schemas, with the MCO's policies in mco-policies/ "
+                   f"(absent: {BUILD_SCHEMA if not BUILD_SCHEMA.is_file() else MCO_POLICIES})")
     if problem:
         if os.environ.get(REQUIRE) == "require":
             pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
@@ -331,6 +343,62 @@ class RealAPI:
                 raise RuntimeError(f"the SCC policy is not enforced: {status} {body}")
             time.sleep(0.2)
 
+    # the MCO's admission policies for pools ------------------------------------------------------
+    def install_mco_policies(self) -> None:
+        """The MCO's two policies as it deploys them (../shared/schemas/mco-policies/, unchanged) and
+        the OS-stream policy's param, then wait until the server enforces both."""
+        self.request("POST", self.path("OSImageStream"), BARE_STREAMS)
+        for path in sorted(MCO_POLICIES.glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            self.request("POST", ROLLOUT_PATHS[doc["kind"]], doc)
+        old = self.probe_pool(F.pool("probe-old"))
+        old["spec"]["machineConfigSelector"] = {"matchLabels": {f"{F.MCO}/role": "probe-old"}}
+        unlisted = self.probe_pool(F.pool("probe-stream"))
+        unlisted["spec"]["osImageStream"] = {"name": "probe-unlisted"}
+        self.wait_admission(old, f"ValidatingAdmissionPolicy '{SELECTOR_POLICY}'")
+        self.wait_admission(unlisted, f"ValidatingAdmissionPolicy '{STREAM_POLICY}'")
+        self.wait_admission(self.probe_pool(F.pool("probe-new")), "")
+
+    @staticmethod
+    def probe_pool(pool: dict[str, Any]) -> dict[str, Any]:
+        body = copy.deepcopy(pool)
+        body.pop("status", None)
+        for key in ("uid", "resourceVersion"):
+            body["metadata"].pop(key, None)
+        return body
+
+    def wait_admission(self, pool: dict[str, Any], denied_by: str) -> None:
+        """Poll a dry-run create of `pool` as the admin until it is denied with `denied_by` in the
+        message ("": until it is admitted): the server applies policies and params asynchronously."""
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = self.request("POST", self.path("MachineConfigPool") + "?dryRun=All", pool,
+                                        ok=(403, 422))
+            message = str(body.get("message")) if isinstance(body, dict) else str(body)
+            if (status == 201 and not denied_by) or (status >= 400 and denied_by and denied_by in message):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pool {pool['metadata']['name']}: want {denied_by or 'admitted'}, got "
+                                   f"{status} {message}")
+            time.sleep(0.1)
+
+    def write_streams(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The singleton is the stream policy's param and always there: a scenario's replaces it
+        (status first cleared, so that the CRD's rule on spec.defaultStream holds), and the policy
+        admits a pool naming each listed stream before this returns."""
+        path = self.path("OSImageStream", "", "cluster")
+        live = self.request("GET", path)[1]
+        live.pop("status", None)
+        live = self.request("PUT", path + "/status", live)[1]
+        live = self.request("PUT", path, dict(live, spec=obj["spec"]))[1]
+        if obj.get("status"):
+            live = self.write_status(dict(live, status=obj["status"]))
+        for stream in (obj.get("status") or {}).get("availableStreams") or []:
+            probe = self.probe_pool(F.pool("probe-stream"))
+            probe["spec"]["osImageStream"] = {"name": stream["name"]}
+            self.wait_admission(probe, "")
+        return live
+
     # the rollout component (kustomize/components/rollout) --------------------------------------
     def rollout_objects(self) -> list[dict[str, Any]]:
         """The objects kustomize/components/rollout adds to overlays/openshift, as rendered."""
@@ -459,6 +527,8 @@ class RealAPI:
         for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
             md.pop(key, None)
         ns = md.get("namespace", "")
+        if (body["kind"], md.get("name")) == ("OSImageStream", "cluster"):
+            return self.write_streams(body)
         _, made = self.request("POST", self.path(body["kind"], ns), body)
         if body["kind"] in STATUS_KINDS and body.get("status"):
             made = self.write_status(dict(made, status=body["status"]))
@@ -471,7 +541,8 @@ class RealAPI:
         return made
 
     def load(self, items: list[dict[str, Any]]) -> None:
-        for obj in items:
+        """Create them, the OSImageStream first: the stream policy admits a pool only by it."""
+        for obj in sorted(items, key=lambda o: o.get("kind") != "OSImageStream"):
             self.create(obj)
 
     def items(self) -> list[dict[str, Any]]:
@@ -496,6 +567,8 @@ class RealAPI:
                         continue
                     self.request("DELETE", self.path(kind, ns, name), {"gracePeriodSeconds": 0},
                                  ok=(404,))
+        if (self.get("OSImageStream", "", "cluster") or {}).get("status"):
+            self.write_streams(BARE_STREAMS)
 
     # clients ----------------------------------------------------------------------------------
     def kubeconfig(self, path: Path, token: str = ADMIN_TOKEN, user: str = "admin") -> str:

@@ -49,7 +49,7 @@ def good(**changes) -> P.Facts:
         builder_account={"metadata": {"name": "ocl-builder"}}, builder_scc=True,
         registry_url="https://registry.example.com:5000/v2/",
         cluster_version={"status": {"desired": {"version": "4.19.3"}}},
-        pools=[pool], decisions={"worker": ("START", "")},
+        pools=[pool], decisions={"worker": ("START", "")}, selector_policy=True,
         dry_run=P.DryRun("Pod", "ocl-build-worker-0123456789ab", "worker"))
     facts.access = [P.Asked(n, True) for n in P.needs(found, F.NS)]
     return dataclasses.replace(facts, **changes)
@@ -356,6 +356,37 @@ def test_a_custom_pool_that_selects_workers_machineconfigs_inherits_the_image():
         {"key": "machineconfiguration.openshift.io/role", "operator": "In", "values": ["worker", "infra"]}]}
     line = only(good(pools=[F.pool(), infra]), "pools")
     assert line.result == P.OK and "rolls its image out to worker, infra (infra inherit it)" in line.message
+
+
+def old_shape(name: str = "infra") -> dict:
+    """A custom pool made before 4.18: it selects its own role only, which the MCO's policy
+    custom-machine-config-pool-selector denies (tests/unit/test_admission.py has every case)."""
+    pool = F.pool(name)
+    pool["spec"]["machineConfigSelector"] = {"matchLabels": {"machineconfiguration.openshift.io/role": name}}
+    return pool
+
+
+@pytest.mark.parametrize("served, error, result, said", [
+    (True, "", P.FAIL, "(served here)"),
+    (None, "403 Forbidden: no", P.FAIL, "(whether this cluster serves it cannot be read: 403 Forbidden: no)"),
+    (False, "", P.WARN, "(not served here; OpenShift 4.18 and later deploy it)")])
+def test_a_pool_the_mcos_selector_policy_denies(served, error, result, said):
+    facts = good(pools=[F.pool(), old_shape()], selector_policy=served, selector_policy_error=error,
+                 decisions={"worker": ("START", ""), "infra": ("START", "")})
+    line = only(facts, "pool-admission")
+    assert line.result == result and said in line.message
+    assert line.message.startswith("MachineConfigPool infra: ValidatingAdmissionPolicy "
+                                   "custom-machine-config-pool-selector")
+    assert "no run can record its state" in line.message
+    assert line.hint.startswith("give MachineConfigPool infra a machineConfigSelector that also selects worker, "
+                                "e.g. matchExpressions: [{key: machineconfiguration.openshift.io/role, "
+                                "operator: In, values: [worker, infra]}]")
+
+
+def test_pools_the_selector_policy_admits_pass_and_opted_out_ones_are_not_judged():
+    facts = good(pools=[F.pool(), F.pool("infra"), old_shape("legacy") | {"metadata": {"name": "legacy"}}])
+    assert only(facts, "pool-admission").result == P.OK
+    assert "every opted-in pool selects the worker role" in only(facts, "pool-admission").message
 
 
 def test_pod_security_by_the_servers_dry_run():
