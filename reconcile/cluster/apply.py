@@ -9,9 +9,10 @@ A write an admission policy denies (the MCO's policies on pools: contract/admiss
 pool's error too, never retried and never re-planned: the same write would be denied again, and so
 would recording Blocked on a pool the policy refuses, which is then not attempted.
 An Event is best effort: one that cannot be written is logged and counted, and the plan goes on.
-A registry delete that fails is that pool's error (exit 2), never Blocked: its build succeeded; the
-pool's image history keeps what could not be deleted, for the next run. Without a registry (a
-snapshot run) a prune only says what it would delete."""
+A registry delete that fails is reported, never the pool's error nor Blocked: its build succeeded;
+the pool's image history keeps what could not be deleted and the pool says why, for the next run
+(a registry that never lets us delete must not fail every run). Without a registry (a snapshot
+run) a prune only says what it would delete."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ class Outcome:
     error_reason: str = ""
     events_lost: int = 0
     images_deleted: int = 0
+    #: images the registry would not let us delete (the pool says why; not its error)
+    registry_failures: int = 0
+    #: writes the server accepted, by verb (Events aside): what `run done:` counts, a pool that
+    #: ended in Error included
+    done: dict[str, int] = field(default_factory=dict)
+
+    def count(self, verb: str) -> None:
+        self.done[verb] = self.done.get(verb, 0) + 1
 
 
 @dataclass
@@ -63,8 +72,7 @@ class RunResult:
         for o in self.outcomes:
             state = "Error" if o.error else (o.plan.state_after or "Removed")
             states[state] = states.get(state, 0) + 1
-        writes = {v: sum(o.plan.count(v) for o in self.outcomes if not o.error) for v in
-                  ("create", "patch", "delete")}
+        writes = {v: sum(o.done.get(v, 0) for o in self.outcomes) for v in ("create", "patch", "delete")}
         deleted = sum(o.images_deleted for o in self.outcomes)
         pools = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         return (f"run done: pools {pools}; {writes['create']} created, {writes['patch']} patched, "
@@ -102,18 +110,18 @@ def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, An
     return all(objects.labels(live).get(k) == objects.labels(wanted).get(k) for k in keys)
 
 
-class RegistryFailure(ClusterError):
-    """Some images could not be deleted from the registry; the message says which and why."""
-
-
 def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, outcome: Outcome) -> None:
+    """Delete the images, then one patch of the history: what was deleted (or forgotten) leaves it,
+    and `ocl-reconciler.io/prune-error` says why the rest could not be (removed once none fails).
+    A registry that refuses is reported (a warning, `ocl_errors_total{reason="registry"}`), never
+    the pool's error: its state is its build's, and the next run tries again."""
     pool = outcome.plan.pool
     if deleter is None:
         for image in action.images:
             log.info("would delete image %s (pool %s): a snapshot run never contacts the registry", image,
                      pool, extra={"pool": pool})
         return
-    gone, failed = [], []
+    gone, failed = list(action.forget), []
     for image in action.images:
         try:
             said = deleter.delete(image)
@@ -122,17 +130,22 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, ou
             continue
         gone.append(image)
         log.info("deleted image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
-    if gone:            # the history keeps what could not be deleted, for the next run
+    why = (f"could not delete {len(failed)} image(s) from the registry: {'; '.join(failed)}; kept in the "
+           "image history, tried again by the next run (docs/admin.md, \"Images that cannot be deleted\")"
+           if failed else None)
+    ops = images.history_ops(action.obj, gone, why)
+    if ops:
         try:
-            ops = images.history_ops(action.obj, gone)
             cluster.patch("MachineConfigPool", "", objects.name(action.obj), ops)
         except Denied as err:
             raise Refused.of(action, err, pool) from None
         except ClusterError as err:
             raise WriteError(f"patch {action.ref} (image history): {err}", err.status) from None
-        outcome.images_deleted += len(gone)
+        outcome.count("patch")
+    outcome.images_deleted += len(gone) - len(action.forget)
     if failed:
-        raise RegistryFailure(f"image pruning: {'; '.join(failed)}")
+        outcome.registry_failures += len(failed)
+        log.warning("pool %s: %s", pool, why, extra={"pool": pool})
 
 
 class WriteError(ClusterError):
@@ -199,6 +212,7 @@ def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replann
             return
         except ClusterError as err:
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
+        outcome.count(action.verb)
         log.info("%s %s", action.verb, action.ref, extra={"pool": pool})
 
 
@@ -243,19 +257,16 @@ def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: d
     pool = outcome.plan.pool
     try:
         _run_plan(cluster, actions, outcome, replanner, deleter)
-    except RegistryFailure as err:
-        outcome.error, outcome.error_reason = f"pool {pool}: {err}", "registry"
-        log.error("pool %s: %s", pool, err, extra={"pool": pool})
     except Refused as err:
         outcome.error, outcome.error_reason = str(err), "admission"
         log.error("pool %s: %s", pool, err, extra={"pool": pool})
         if not err.pool_write:          # the pool itself is admitted: say so on it
-            outcome.events_lost += _record_error(cluster, pool, str(err), now)
+            outcome.events_lost += _record_error(cluster, pool, str(err), now, outcome)
     except ClusterError as err:
         outcome.error = str(err)
         outcome.error_reason = str(err.status or type(err).__name__)
         log.error("pool %s: %s", pool, err, extra={"pool": pool})
-        outcome.events_lost += _record_error(cluster, pool, str(err), now)
+        outcome.events_lost += _record_error(cluster, pool, str(err), now, outcome)
     done = outcome.plan
     if not outcome.error:
         for note in done.notes[notes_from or 0:]:   # what the plan chose not to do, or what its writes mean
@@ -282,7 +293,7 @@ def _prune_after(cluster: Cluster, outcomes: list[Outcome], pruner: Callable[[li
             _carry_out(cluster, outcome, added, now, None, deleter, notes_from=noted)
 
 
-def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime) -> int:
+def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime, outcome: Outcome) -> int:
     """Best effort: say on the pool why this run could not finish it. Returns Events lost."""
     lost = 0
     try:
@@ -294,6 +305,7 @@ def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime)
                 lost += not _tell(cluster, action, pool_name)
             else:
                 _do(cluster, action)
+                outcome.count(action.verb)
     except ClusterError as err:
         log.error("pool %s: cannot record the error: %s", pool_name, err, extra={"pool": pool_name})
     return lost

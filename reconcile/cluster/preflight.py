@@ -184,8 +184,11 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
     plans, f.plan_error = _read(planner.plan)
     if f.plan_error:
         return
+    blocked = {p.pool: p.message for p in plans or [] if p.blocked}
     for name, d in sorted(planner.decided.items()):
-        f.decisions[name] = (d.transition.name, d.problem)
+        # decided to build but blocked by what the build needs (a Secret): as the run records it
+        f.decisions[name] = ((d.transition.name, d.problem) if d.problem or name not in blocked
+                             else (lifecycle.Transition.BLOCKED.name, blocked[name]))
     f.rollouts = rolloutcheck.problems(images.pools_after(seen.pools, plans or []), seen.owned)
     buildable = [d for _, d in sorted(planner.decided.items())
                  if d.inputs is not None and d.transition is not lifecycle.Transition.BLOCKED
@@ -217,3 +220,6 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
         admitted = err.status == 409 and "AlreadyExists" in str(err)      # admission ran before storage
         f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name,
                              "" if admitted else str(err), err.status)
+        if not admitted:        # the run's create would be refused the same way: the pool is Blocked
+            f.decisions[d.pool_name] = (lifecycle.Transition.BLOCKED.name,
+                                        f"create {build['kind']} {objects.name(build)}: {err}")

@@ -37,6 +37,9 @@ ROLLOUT = PREFIX + "rollout"
 #: see it
 OVERRIDDEN_BY = PREFIX + "rollout-overridden-by"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
+#: why the last run could not delete images of the history from the registry (kept there, tried
+#: again by the next run); removed once a prune of the pool goes through
+PRUNE_ERROR = PREFIX + "prune-error"
 #: At most this many images are remembered (annotations share 256 KiB per object).
 IMAGES_LIMIT = 50
 #: A build that fails for a transient reason is tried again, up to this many attempts in all.

@@ -18,6 +18,8 @@ class Action:
     patch: tuple[dict[str, Any], ...] = ()
     after: dict[str, Any] | None = None
     images: tuple[str, ...] = ()
+    #: a "prune": images dropped from the history without a delete (not in our repository)
+    forget: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

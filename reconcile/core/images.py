@@ -8,8 +8,13 @@ The history lives on the pool (`ocl-reconciler.io/images`): `<build id>=<image>`
   does before reusing an image (openshift/machine-config-operator #5268).
 - Pruning: when a newer image succeeds, images of the pool's superseded builds are deleted from the
   registry, keeping the newest N entries (their build ids stay reusable) and never an image that a
-  pool's newestImageEquivalentConfig or a node's current or desired image refers to. A killed run
-  prunes on the next one. Pure: it makes "prune" actions of the pool's plan; the planner lists the
+  pool's newestImageEquivalentConfig or a node's current or desired image refers to. Only images of
+  the configured repository (`finalImagePullspec`'s) are deleted: another entry (a repository the
+  settings named before, or one someone wrote into the annotation) is dropped from the history and
+  left in its registry, with a note, since our push credentials are not for it. An image the
+  registry does not let us delete stays in the history, and the pool says why
+  (`ocl-reconciler.io/prune-error`) until a later prune goes through. A killed run prunes on the
+  next one. Pure: it makes "prune" actions of the pool's plan; the planner lists the
   nodes, the executor talks to the registry."""
 
 from __future__ import annotations
@@ -76,9 +81,17 @@ class Prune:
     pool: Mapping[str, Any]
     delete: tuple[str, ...]          # images to delete from the registry
     protected: tuple[str, ...]       # candidates still in use: kept in the history for later
+    forget: tuple[str, ...] = ()     # candidates outside our repository: dropped from the history
 
 
-def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], keep: int) -> list[Prune]:
+def ours(image: str, repo: str | None) -> bool:
+    """Is `image` `<repo>@sha256:...` (any image, when no repository is known)?"""
+    return repo is None or image.partition("@")[0] == repo
+
+
+def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], keep: int,
+         repo: str | None = None) -> list[Prune]:
+    """`repo`: the configured repository; only its images are deleted."""
     pools = list(pools)
     in_use = {objects.annotations(p).get(A.IMAGE) for p in pools}
     in_use |= {objects.annotations(n).get(key) for n in nodes for key in NODE_IMAGES}
@@ -86,9 +99,11 @@ def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
     for pool in sorted(pools, key=objects.name):
         kept = history(pool)[:keep]                 # their build ids stay reusable
         candidates = [i for i in dict.fromkeys(history(pool)[keep:]) if i not in kept]
+        free = [i for i in candidates if i not in in_use]
         if candidates:
-            out.append(Prune(pool, tuple(i for i in candidates if i not in in_use),
-                             tuple(i for i in candidates if i in in_use)))
+            out.append(Prune(pool, tuple(i for i in free if ours(i, repo)),
+                             tuple(i for i in candidates if i in in_use),
+                             tuple(i for i in free if not ours(i, repo))))
     return out
 
 
@@ -99,9 +114,12 @@ def remaining(pool: Mapping[str, Any], gone: Iterable[str]) -> str:
     return _format((b, i) for b, i in entries(pool) if i not in gone)
 
 
-def history_ops(pool: Mapping[str, Any], gone: Iterable[str]) -> list[dict[str, Any]]:
-    """The patch of the pool's image history once `gone` left the registry."""
-    return patches.annotation_ops(pool, {A.IMAGES: remaining(pool, gone)})
+def history_ops(pool: Mapping[str, Any], gone: Iterable[str],
+                failed: str | None = None) -> list[dict[str, Any]]:
+    """The patch of the pool's image history once `gone` left it (deleted from the registry, or
+    forgotten), with why the others could not be deleted (`failed`; None: all went)."""
+    return patches.annotation_ops(pool, A.changes(objects.annotations(pool), {
+        A.IMAGES: remaining(pool, gone), A.PRUNE_ERROR: A.one_line(failed) if failed else None}))
 
 
 def pools_after(pools: Iterable[Mapping[str, Any]], plans: Iterable[PoolPlan]) -> list[Mapping[str, Any]]:
@@ -115,15 +133,18 @@ def pools_after(pools: Iterable[Mapping[str, Any]], plans: Iterable[PoolPlan]) -
 
 
 def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-           keep: int) -> None:
-    """Append a "prune" action (and notes on images kept) to each planned pool with images due."""
+           keep: int, repo: str | None = None) -> None:
+    """Append a "prune" action (and notes on images kept or forgotten) to each planned pool with
+    images due; `repo`: the configured repository."""
     by_pool = {p.pool: p for p in plans}
-    for item in plan(pools_after(pools, plans), nodes, keep):
+    for item in plan(pools_after(pools, plans), nodes, keep, repo):
         target = by_pool.get(objects.name(item.pool))
         if target is None:
             continue
         target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
-        if item.delete:
-            ops = history_ops(item.pool, item.delete)
-            target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),
-                                         images=item.delete))
+        target.notes += [f"image {i} is not in the configured repository {repo}: dropped from the image "
+                         "history, not deleted (delete it yourself once no node uses it)" for i in item.forget]
+        if item.delete or item.forget:
+            ops = history_ops(item.pool, item.delete + item.forget)
+            target.actions.append(Action("prune", dict(item.pool), tuple(ops),
+                                         patches.apply(item.pool, ops), images=item.delete, forget=item.forget))

@@ -153,8 +153,11 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
     decided and planned for it (None: nothing, i.e. not opted in and nothing of ours); `pools`:
     every pool (a custom pool's OS stream is worker's)."""
     row = d.transition.name if d is not None else NOT_OPTED_IN
-    words = templates.table("explain.yaml")["transitions"][row]
     values = _fields(name, d, namespace)
+    if plan is not None and plan.blocked and row not in ("BLOCKED", "MCO_LABEL"):
+        # decided to build, blocked by what the build needs (a Secret, the material): as the run records it
+        row, values["problem"] = "BLOCKED", plan.message
+    words = templates.table("explain.yaml")["transitions"][row]
     inp = d.inputs if d is not None else None
     content = A.recorded_content(objects.annotations(pool or {}), inp.rendered_config) if inp else None
     transition = getattr(lifecycle.Transition, row, None)

@@ -100,6 +100,8 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
     for outcome in result.outcomes:
         if outcome.events_lost:
             reasons["event"] += outcome.events_lost
+        if getattr(outcome, "registry_failures", 0):
+            reasons["registry"] += outcome.registry_failures
         if outcome.error:
             reasons[outcome.error_reason or "write"] += 1
         elif outcome.plan.blocked:

@@ -51,8 +51,9 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
             state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
             shown = rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None else "-"
+            message = "; ".join(m for m in (ann.get(A.MESSAGE, ""), ann.get(A.PRUNE_ERROR, "")) if m)
             out.append((name, ann.get(A.RENDERED, "<none>"), state, shown, ann.get(A.IMAGE, "<none>"),
-                        age(ann.get(A.TRANSITION), now), ann.get(A.MESSAGE, "")))
+                        age(ann.get(A.TRANSITION), now), message))
     for owner, mc in sorted(v.ours.items()):
         try:
             heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built]

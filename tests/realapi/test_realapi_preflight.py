@@ -176,7 +176,10 @@ def test_a_missing_secret_fails_its_own_line(real, openshift):
     reg, ca = openshift
     real.seed([o for o in good(reg) if o["metadata"]["name"] != "push-secret"])
     code, lines = preflight(real, ca)
-    assert code == 2 and failing(lines) == {"push-secret"}, lines
+    # the pools line says what the run then does: Blocked on the Secret, not START (issue 29 item 5)
+    assert code == 2 and failing(lines) == {"push-secret", "pools"}, lines
+    (pools,) = by_check(lines)["pools"]
+    assert "would be Blocked" in pools["message"] and "push-secret" in pools["message"], pools
     (line,) = by_check(lines)["push-secret"]
     assert line["message"] == (f"Secret {F.NS}/push-secret (from on-cluster-build-config key "
                                "'finalImagePushSecretName') not found")
@@ -337,3 +340,28 @@ def test_the_good_setup_is_what_a_run_then_does(real, openshift):
     assert real.run()[0] == 0
     assert real.ann().get(A.STATE) == A.PENDING
     assert real.build_object()["metadata"]["name"] == judged
+
+
+def test_without_the_scc_binding_the_pools_line_says_the_run_blocks(real, openshift):
+    """Issue 29 item 5: with the SCC RoleBinding missing, the pools line said START while the run's
+    Pod create is refused at admission (no Pod: the pool is Blocked with the 403). The dry run of the
+    build Pod is the witness: the pools line now says Blocked with the server's refusal."""
+    reg, ca = openshift
+    real.seed(good(reg))
+    saved = real.api.kubectl("get", "rolebinding", "ocl-builder-anyuid", "-n", F.NS, "-o", "json",
+                             kubeconfig=real.admin).stdout
+    real.api.kubectl("delete", "rolebinding", "ocl-builder-anyuid", "-n", F.NS, kubeconfig=real.admin)
+    try:
+        code, lines = preflight(real, ca)
+        assert code == 2 and {"builder-account", "pod-security", "pools"} <= failing(lines), lines
+        (pools,) = by_check(lines)["pools"]
+        assert "would be Blocked" in pools["message"]
+        assert "security context constraint" in pools["message"], pools
+        code, err = real.run()                              # the reference: the run blocks the same way
+        assert code == 2 and real.ann()[A.STATE] == A.BLOCKED, err
+        assert not [o for o in real.owned() if o["kind"] == "Pod"]
+    finally:
+        obj = json.loads(saved)
+        for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+            obj["metadata"].pop(key, None)
+        real.api.kubectl("apply", "-f", "-", kubeconfig=real.admin, input=json.dumps(obj))

@@ -67,7 +67,8 @@ def test_run_prunes_superseded_images_and_diff_shows_it_first(any_cli, fake_regi
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {
         "machineconfiguration.openshift.io/desiredImage": refs[3]}}}
     push = F.secret("push-secret", payload={"auths": auths(fake_registry)})
-    items = F.cluster(pool, settings=[F.build_config(), F.osimageurl(), F.secret("pull-secret"), push],
+    items = F.cluster(pool, settings=[F.build_config(finalImagePullspec=f"{fake_registry}/ocl/os-image:latest"), F.osimageurl(),
+                                             F.secret("pull-secret"), push],
                       extra=[node])
     items = [o for o in items if o["kind"] != "MachineConfigPool"] + [pool]
     code, out, _ = any_cli("diff", "--snapshot", str(any_cli.write(items)), "--color", "never")
@@ -119,7 +120,7 @@ def test_registry_bearer_token_flow():
 def test_keep_zero_never_deletes_what_a_pool_uses(run_cli):
     """With --keep-images 0 every image is a candidate; a pool's newestImageEquivalentConfig (this
     pool's or another's) is still never deleted."""
-    refs = [f"r.example.com/ocl/os-image@{d}" for d in DIGESTS]
+    refs = [f"{F.REPO}@{d}" for d in DIGESTS]       # the configured repository
     worker = F.pool("worker", annotations={A.IMAGES: " ".join(refs[:3]), A.IMAGE: refs[0], A.STATE: A.SUCCEEDED})
     infra = F.pool("infra", annotations={A.IMAGES: refs[3], A.IMAGE: refs[1], A.STATE: A.SUCCEEDED})
     items = F.cluster(worker, infra)
@@ -135,7 +136,7 @@ def test_keep_zero_never_deletes_what_a_pool_uses(run_cli):
 
 
 def test_pool_flag_limits_pruning_too(run_cli):
-    refs = [f"r.example.com/ocl/os-image@{d}" for d in DIGESTS]
+    refs = [f"{F.REPO}@{d}" for d in DIGESTS]       # the configured repository
     worker = F.pool("worker", annotations={A.IMAGES: " ".join(refs[:3]), A.IMAGE: refs[0], A.STATE: A.SUCCEEDED})
     items = F.cluster(worker, F.pool("infra"))
     code, out, _ = run_cli("diff", "--snapshot", str(run_cli.write(items)), "--pool", "infra", "--color", "never")
@@ -144,21 +145,59 @@ def test_pool_flag_limits_pruning_too(run_cli):
     assert f"# delete image {refs[2]}" in out
 
 
-def test_a_registry_failure_is_the_pools_error_not_blocked(fake_registry, tmp_path, capsys, monkeypatch):
-    """Exit 2, counted, the history keeps what could not be deleted, the pool is not Blocked."""
+def test_a_registry_failure_is_reported_and_kept_not_the_runs_failure(fake_registry, tmp_path, capsys, monkeypatch):
+    """Issue 29 item 7: an image the registry will not let us delete failed every later run (exit 2)
+    while `status` said Succeeded with no message. Now: a warning, ocl_errors_total{reason="registry"},
+    the entry kept in the history, the reason on the pool (status shows it), the run's other work
+    unaffected (exit 0); a later prune that goes through removes the reason."""
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
     any_cli = ApiCli(tmp_path, capsys)           # a snapshot run never contacts the registry
     pool, refs = pool_with_history(fake_registry, DIGESTS)
-    push = F.secret("push-secret", payload={"auths": auths(fake_registry, "pusher:wrong")})
-    items = F.cluster(pool, settings=[F.build_config(), F.osimageurl(), F.secret("pull-secret"), push])
+    settings = [F.build_config(finalImagePullspec=f"{fake_registry}/ocl/os-image:latest"), F.osimageurl(),
+                F.secret("pull-secret")]
+    refused = F.secret("push-secret", payload={"auths": auths(fake_registry, "pusher:wrong")})
+    items = F.cluster(pool, settings=settings + [refused])
     items = [o for o in items if o["kind"] != "MachineConfigPool"] + [pool]
     code, after, err = any_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
-    assert code == 2
+    assert code == 0, err
     a = F.the_pool(after)["metadata"]["annotations"]
-    assert a[A.STATE] == A.PENDING and a[A.IMAGES].split() == refs      # its new build goes on
-    assert "image pruning:" in err and "401" in err and "wrong" not in err
+    assert a[A.STATE] == A.PENDING and a[A.IMAGES].split() == refs      # its new build goes on; entry kept
+    assert "could not delete 2 image(s) from the registry" in a[A.PRUNE_ERROR] and "401" in a[A.PRUNE_ERROR]
+    assert "WARNING pool worker: could not delete 2 image(s)" in err and "wrong" not in err
     assert "0 images deleted" in err.splitlines()[-1]
-    assert 'ocl_errors_total{reason="registry"} 1.0' in (tmp_path / "m.prom").read_text()
+    assert 'ocl_errors_total{reason="registry"} 2.0' in (tmp_path / "m.prom").read_text()
+    code, out, _ = any_cli.on(after, "status")
+    assert "could not delete 2 image(s) from the registry" in out
+    # the credentials are fixed: the next run deletes it and the reason goes
+    fixed = [o for o in after if not (o["kind"] == "Secret" and o["metadata"]["name"] == "push-secret")]
+    fixed.append(F.secret("push-secret", payload={"auths": auths(fake_registry)}))
+    code, again, err = any_cli.run(fixed)
+    assert code == 0 and "2 images deleted" in err.splitlines()[-1], err
+    a = F.the_pool(again)["metadata"]["annotations"]
+    assert A.PRUNE_ERROR not in a and a[A.IMAGES].split() == refs[:2]
+
+
+def test_an_entry_outside_the_configured_repository_is_forgotten_not_deleted(fake_registry, tmp_path, capsys,
+                                                                              monkeypatch):
+    """Only `<configured repository>@sha256:...` is deleted (our push credentials are for it): an
+    entry of a repository the settings named before is dropped from the history with a note, and
+    no DELETE reaches any registry for it (issue 29 item 7, the old registry after
+    finalImagePullspec moved; issue 31 item 3)."""
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    any_cli = ApiCli(tmp_path, capsys)
+    old = [f"{fake_registry}/old/os-image@{d}" for d in DIGESTS]
+    pool, refs = pool_with_history(fake_registry, DIGESTS[:2])
+    pool["metadata"]["annotations"][A.IMAGES] = " ".join(refs + old[2:4])
+    settings = [F.build_config(finalImagePullspec=f"{fake_registry}/ocl/os-image:latest"), F.osimageurl(),
+                F.secret("pull-secret"), F.secret("push-secret", payload={"auths": auths(fake_registry)})]
+    items = [o for o in F.cluster(pool, settings=settings) if o["kind"] != "MachineConfigPool"] + [pool]
+    FakeRegistry.deleted = []
+    code, after, err = any_cli.run(items)
+    assert code == 0, err
+    assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == refs
+    assert f"image {old[2]} is not in the configured repository {fake_registry}/ocl/os-image" in err
+    assert "0 images deleted" in err.splitlines()[-1]
+    assert not [d for d in getattr(FakeRegistry, "deleted", []) if "/old/" in d]
 
 
 def test_registry_deletes_are_bounded_by_the_runs_deadline():

@@ -169,6 +169,7 @@ class Request:
     query: dict[str, str] = field(default_factory=dict)
     group: str = ""
     metadata_only: bool = False          # Accept: ...;as=PartialObjectMetadataList (or ...Metadata)
+    status: int = 0                      # the HTTP status answered (0: none, the connection was dropped)
 
 
 class Store(MemoryCluster):
@@ -395,6 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             reason = {410: "Expired", 429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout"}.get(
                 fault.code, "InternalError")
+            req.status = fault.code
             self._send(fault.code, _status(fault.code, reason, f"injected fault {fault.code}"), headers)
             return
         try:
@@ -416,8 +418,10 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # noqa: BLE001 - a server answers 500, it does not hang up
             code, body = 500, _status(500, "InternalError", f"{type(err).__name__}: {err}")
         if fault and fault.action == "drop-response":
-            self._reset()
+            self._reset()                       # done, but the client never hears of it
+            req.status = code
             return
+        req.status = code
         if res is not None and req.verb != "list" and 200 <= code < 300 and req.metadata_only:
             # as kube-apiserver transforms the answer of any verb (create, get, patch, ...) for
             # Accept: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1
