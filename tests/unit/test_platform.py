@@ -326,22 +326,28 @@ def test_status_wide_shows_the_architecture_and_builder_image_of_the_last_build(
     assert "ARCH" not in out and MCO_IMAGE not in out
 
 
-def test_another_pools_build_does_not_change_this_pools_architecture(run_cli):
-    """The nodes are listed because infra's build is due; worker's nodes changed architecture since
-    its build, but its recorded architecture stands until its own next build (docs/builder-image.md)."""
+def test_another_pools_build_does_not_change_this_pools_architecture(any_cli):
+    """The nodes are listed because infra's build is due and gpu, new, has no architecture yet;
+    worker's nodes changed architecture since its build, but its recorded architecture stands
+    until its own next build (docs/builder-image.md; imagebuild/clusterfacts.py: only the pools
+    whose architecture is due take it from the nodes). With gpu new the nodes are listed before
+    any pool is decided, so worker is decided with them at hand, and must still not use them."""
     items = world(pool_with("worker"), pool_with("infra"), nodes=[F.node("w1", "worker", "arm64"),
                                                                  F.node("i1", "infra", "amd64")])
-    code, items, err = run_cli.run(items)
+    code, items, err = any_cli.run(items)
     assert code == 0 and ann(items)[A.ARCH] == "arm64", err
     worker_build = build_object(items)["metadata"]["name"]
-    items = [o for o in items if o["kind"] != "Node"] + [F.node("w2", "worker", "amd64"), F.node("i1", "infra")]
+    items = [o for o in items if o["kind"] != "Node"] + [F.node("w2", "worker", "amd64"), F.node("i1", "infra"),
+                                                         F.node("g1", "gpu", "s390x")]
     items = copy.deepcopy(items)
     F.the_pool(items, "infra")["spec"]["configuration"]["name"] = "rendered-infra-2"
-    items.append(F.machineconfig("rendered-infra-2"))
-    code, items, err = run_cli.run(items)
+    items += [F.machineconfig("rendered-infra-2"), pool_with("gpu"), F.machineconfig("rendered-gpu-1")]
+    code, items, err = any_cli.run(items)
     assert code == 0, err
     assert ann(items, "infra")[A.RENDERED] == "rendered-infra-2" and ann(items, "infra")[A.STATE] == A.PENDING
+    assert ann(items, "gpu")[A.ARCH] == "s390x" and node_selector(build_object(items, "gpu")) == {ARCH: "s390x"}
     assert build_object(items)["metadata"]["name"] == worker_build and ann(items)[A.ARCH] == "arm64"
+    assert node_selector(build_object(items)) == {ARCH: "arm64"}
 
 
 def test_a_pool_scaled_to_zero_keeps_its_architecture_when_it_builds(run_cli):
