@@ -223,6 +223,18 @@ def test_a_pool_whose_nodes_mix_architectures_is_blocked(both):
     assert "not all of one architecture (amd64: w2; arm64: w1)" in ann(items)[A.MESSAGE]
 
 
+def test_a_pool_whose_nodes_all_lack_the_arch_label_is_blocked_not_built_anywhere(both):
+    """Nodes without kubernetes.io/arch are not a pool without nodes: the image would be built on
+    any node, of any architecture, for nodes whose own is unknown (architecture.py)."""
+    nodes = [F.node("w1", "worker", ""), F.node("w2", "worker", "")]
+    code, items, _ = both.run(world(nodes=nodes))
+    assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
+    assert ann(items)[A.MESSAGE] == (
+        f"MachineConfigPool worker: none of its nodes has the label {ARCH} (w1, w2), which the "
+        "kubelet sets: the architecture to build for is not known; label them, or check their kubelet")
+    assert not [o for o in F.owned(items, "worker") if o["kind"] in ("Pod", "Build")]
+
+
 def test_a_pool_without_nodes_builds_anywhere_then_rebuilds_for_its_first_nodes(both):
     code, items, err = both.run(world(nodes=[F.node("m1", "master")]))
     assert code == 0, err
