@@ -271,13 +271,44 @@ def test_the_build_pod_runs_in_the_releases_mco_image_where_the_cluster_has_one(
     assert f'LABEL "ocl-reconciler.io/builder-image"="{MCO_IMAGE}"' in dockerfile(items)
 
 
-def test_buildah_image_in_the_settings_wins_and_no_configmap_keeps_the_default(any_cli):
-    items = world(extra=[mco_images(MCO_IMAGE)])
-    items[0] = F.build_config(buildahImage="registry.example.com/buildah@sha256:" + "d" * 64)
-    code, out, err = any_cli.run(items)
+BUILDAH = "registry.example.com/buildah@sha256:" + "d" * 64
+
+
+def in_namespace(items, namespace):
+    """The install's ConfigMaps and Secrets in `namespace` (one running in the MCO's: there the
+    images ConfigMap is among those listed, so both builder images are known live too)."""
+    for obj in items:
+        if obj["kind"] in ("ConfigMap", "Secret") and obj["metadata"].get("namespace") == F.NS:
+            obj["metadata"]["namespace"] = namespace
+    return items
+
+
+@pytest.mark.parametrize("namespace", [F.NS, F.MCO_NS])
+def test_buildah_image_in_the_settings_wins_wherever_the_builder_image_shows(any_cli, namespace):
+    """docs/builder-image.md section 3: `buildahImage` set -> "that image", whatever the MCO's
+    images ConfigMap says; and it shows as the Pod's image and annotation, the image's label, the
+    pool's ocl-reconciler.io/builder-image, status -o wide's BUILDER and explain's record."""
+    items = in_namespace(world(extra=[mco_images(MCO_IMAGE)]), namespace)
+    items[0] = in_namespace([F.build_config(buildahImage=BUILDAH)], namespace)[0]
+    code, out, err = any_cli.run(items, "-n", namespace)
     assert code == 0, err
-    assert build_object(out)["spec"]["containers"][0]["image"] == "registry.example.com/buildah@sha256:" + "d" * 64
+    pod = build_object(out)
+    assert pod["spec"]["containers"][0]["image"] == BUILDAH
+    assert pod["metadata"]["annotations"][A.BUILDER_IMAGE] == BUILDAH
+    assert f'LABEL "ocl-reconciler.io/builder-image"="{BUILDAH}"' in dockerfile(out)
+    assert ann(out)[A.BUILDER_IMAGE] == BUILDAH
+    assert MCO_IMAGE not in json.dumps([o for o in out if o["kind"] != "ConfigMap"
+                                        or o["metadata"]["name"] != "machine-config-operator-images"])
+    code, table, _ = any_cli.on(out, "status", "-o", "wide")
+    header, row = table.splitlines()
+    assert row.split()[header.split().index("BUILDER")] == BUILDAH
+    code, explained, _ = any_cli.on(out, "explain", "worker", "-o", "json", "-n", namespace)
+    assert json.loads(explained)["recorded"]["builderImage"] == BUILDAH
+
+
+def test_no_buildah_image_and_no_images_configmap_keeps_the_default(any_cli):
     code, out, err = any_cli.run(world())
+    assert code == 0, err
     assert build_object(out)["spec"]["containers"][0]["image"] == "quay.io/buildah/stable:latest"
 
 
