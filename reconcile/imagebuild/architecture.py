@@ -28,8 +28,8 @@ MASTER, WORKER = "master", "worker"
 
 
 class Mixed(ValueError):
-    """The pool's nodes are of more than one architecture (or some say none): no one image boots
-    them all."""
+    """The pool's nodes are of more than one architecture, or some or all of them say none: no one
+    image is known to boot them all."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,10 @@ def of_pool(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
     by_arch: dict[str, list[str]] = {}
     for node in sorted(mine, key=objects.name):
         by_arch.setdefault(objects.labels(node).get(ARCH_LABEL, ""), []).append(objects.name(node))
+    if list(by_arch) == [""]:           # not a pool without nodes: nodes of an unknown architecture
+        raise Mixed(f"MachineConfigPool {name}: none of its nodes has the label {ARCH_LABEL} "
+                    f"({_some(by_arch[''])}), which the kubelet sets: the architecture to build for is "
+                    "not known; label them, or check their kubelet")
     if len(by_arch) > 1 or "" in by_arch:
         found = "; ".join(f"{arch or f'no {ARCH_LABEL} label'}: {_some(names)}"
                           for arch, names in sorted(by_arch.items()))

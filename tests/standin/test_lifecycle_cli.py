@@ -161,6 +161,31 @@ def test_newer_build_removes_older_failed_build(any_cli):
         ann(after)[A.BUILD].rsplit("-", 1)[1]}
 
 
+def test_a_failed_pool_records_an_equivalent_rendered_config_so_later_runs_read_no_machineconfig(any_cli):
+    """A kernel argument gives the pool a new rendered config with the same image content
+    (docs/contract.md, "The build id"): the failure stands (STAY_FAILED), and the run records the
+    new rendered config and its content (`ocl-reconciler.io/content`), which is what lets the next
+    run skip the MachineConfig GET ("a steady run never reads the MachineConfig")."""
+    failed = any_cli.run(finish(started(any_cli), "worker", "Failed"))[1]
+    before = ann(failed)
+    assert before[A.STATE] == A.FAILED and before[A.CONTENT].startswith("rendered-worker-1=")
+    digest = before[A.CONTENT].split("=", 1)[1]
+    changed = copy.deepcopy(failed)
+    F.the_pool(changed)["spec"]["configuration"]["name"] = "rendered-worker-2"
+    kargs = F.machineconfig("rendered-worker-2", content="rendered-worker-1")
+    kargs["spec"]["kernelArguments"] = ["nosmt"]
+    code, after, err = any_cli.run(changed + [kargs])
+    assert code == 0, err
+    a = ann(after)
+    assert (a[A.STATE], a[A.BUILD], a[A.MESSAGE]) == (A.FAILED, before[A.BUILD], before[A.MESSAGE])
+    assert a[A.RENDERED] == "rendered-worker-2"
+    assert a[A.CONTENT] == f"rendered-worker-2={digest}"          # the same content, under the new name
+    code, again, err = any_cli.run(after)
+    assert (code, again) == (0, after), err
+    if isinstance(any_cli, ApiCli):
+        assert [r.name for r in any_cli.server.log if r.resource == "machineconfigs" and r.verb == "get"] == []
+
+
 def test_image_is_kept_until_a_newer_success(any_cli):
     done = any_cli.run(finish(started(any_cli), "worker", "Succeeded"))[1]
     image = ann(done)[A.IMAGE]

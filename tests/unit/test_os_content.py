@@ -104,3 +104,73 @@ def test_both_builders_get_the_extension_step(any_cli, monkeypatch, builder):
     dockerfile = next(o for o in F.owned(after) if "Dockerfile" in o.get("data", {}))["data"]["Dockerfile"]
     assert "rpm-ostree install NetworkManager-libreswan libreswan" in dockerfile
     assert "--install kernel-rt-core" in dockerfile and f"from={EXT}" in dockerfile
+
+
+# --- a content change the MCO makes by extensions or fips alone: a new build carrying it --------
+
+def _succeeded(any_cli):
+    """worker built and recorded Succeeded on rendered-worker-1 (no extensions, fips off)."""
+    import kubelet
+    items = F.cluster(settings=[F.build_config(), F.osimageurl(baseOSExtensionsContainerImage=EXT),
+                                F.secret("pull-secret"), F.secret("push-secret")])
+    code, items, err = any_cli.run(items)
+    assert code == 0, err
+    for obj in F.owned(items):
+        if obj["kind"] in ("Pod", "Build"):
+            kubelet.set_phase(obj, "Succeeded", digest="sha256:" + "1" * 64)
+    code, items, err = any_cli.run(items)
+    assert code == 0 and F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED, err
+    return items
+
+
+def _rerendered(items, **spec):
+    """The MCO renders rendered-worker-2: rendered-worker-1's Ignition, with only `spec` changed."""
+    import copy
+    items = copy.deepcopy(items)
+    F.the_pool(items)["spec"]["configuration"]["name"] = "rendered-worker-2"
+    mc = F.machineconfig("rendered-worker-2", content="rendered-worker-1")
+    mc["spec"].update(spec)
+    return items + [mc]
+
+
+def _new_build(after):
+    """The build objects of the run after the change: Dockerfile text and decoded MachineConfig."""
+    from reconcile.imagebuild import encoding
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert a[A.STATE] == A.PENDING and a[A.RENDERED] == "rendered-worker-2", a.get(A.MESSAGE)
+    (build,) = [o for o in F.owned(after) if o["kind"] in ("Pod", "Build")]
+    assert a[A.BUILD].split("/")[-1] == build["metadata"]["name"]
+    cms = [o for o in F.owned(after) if o["kind"] == "ConfigMap"]
+    dockerfile = next(o for o in cms if "Dockerfile" in o.get("data", {}))["data"]["Dockerfile"]
+    payload = next(o for o in cms if encoding.KEY in o.get("data", {}))["data"][encoding.KEY]
+    return dockerfile, encoding.decode(payload)
+
+
+def test_an_extension_alone_starts_a_build_that_installs_it(any_cli, builder):
+    """spec.extensions is image content (imagecontent.py; docs/contract.md, "What of the
+    MachineConfig makes the image"): a rendered config that only adds one is not EQUIVALENT."""
+    items = _succeeded(any_cli)
+    old_build = F.the_pool(items)["metadata"]["annotations"][A.BUILD]
+    code, after, err = any_cli.run(_rerendered(items, extensions=["usbguard"]))
+    assert code == 0, err
+    assert F.the_pool(after)["metadata"]["annotations"][A.BUILD] != old_build
+    dockerfile, mc = _new_build(after)
+    # manifests/extensions.yaml: usbguard -> [usbguard], installed from the extensions image
+    assert "rpm-ostree install usbguard" in dockerfile and f"from={EXT}," in dockerfile
+    assert 'LABEL "machineconfig"="rendered-worker-2"' in dockerfile
+    assert mc["spec"]["extensions"] == ["usbguard"]
+
+
+def test_fips_alone_starts_a_build_of_the_config_that_turns_it_on(any_cli, builder):
+    """spec.fips is image content too (docs/contract.md: "part of the content digest"): the new
+    build's Dockerfile is of the new rendered config, whose spec.fips it copies into the image
+    (/etc/machine-config-daemon/currentconfig)."""
+    items = _succeeded(any_cli)
+    old_build = F.the_pool(items)["metadata"]["annotations"][A.BUILD]
+    code, after, err = any_cli.run(_rerendered(items, fips=True))
+    assert code == 0, err
+    assert F.the_pool(after)["metadata"]["annotations"][A.BUILD] != old_build
+    dockerfile, mc = _new_build(after)
+    assert 'LABEL "machineconfig"="rendered-worker-2"' in dockerfile
+    assert "/etc/machine-config-daemon/currentconfig" in dockerfile
+    assert mc["metadata"]["name"] == "rendered-worker-2" and mc["spec"]["fips"] is True

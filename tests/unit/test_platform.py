@@ -223,6 +223,18 @@ def test_a_pool_whose_nodes_mix_architectures_is_blocked(both):
     assert "not all of one architecture (amd64: w2; arm64: w1)" in ann(items)[A.MESSAGE]
 
 
+def test_a_pool_whose_nodes_all_lack_the_arch_label_is_blocked_not_built_anywhere(both):
+    """Nodes without kubernetes.io/arch are not a pool without nodes: the image would be built on
+    any node, of any architecture, for nodes whose own is unknown (architecture.py)."""
+    nodes = [F.node("w1", "worker", ""), F.node("w2", "worker", "")]
+    code, items, _ = both.run(world(nodes=nodes))
+    assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
+    assert ann(items)[A.MESSAGE] == (
+        f"MachineConfigPool worker: none of its nodes has the label {ARCH} (w1, w2), which the "
+        "kubelet sets: the architecture to build for is not known; label them, or check their kubelet")
+    assert not [o for o in F.owned(items, "worker") if o["kind"] in ("Pod", "Build")]
+
+
 def test_a_pool_without_nodes_builds_anywhere_then_rebuilds_for_its_first_nodes(both):
     code, items, err = both.run(world(nodes=[F.node("m1", "master")]))
     assert code == 0, err
@@ -259,13 +271,44 @@ def test_the_build_pod_runs_in_the_releases_mco_image_where_the_cluster_has_one(
     assert f'LABEL "ocl-reconciler.io/builder-image"="{MCO_IMAGE}"' in dockerfile(items)
 
 
-def test_buildah_image_in_the_settings_wins_and_no_configmap_keeps_the_default(any_cli):
-    items = world(extra=[mco_images(MCO_IMAGE)])
-    items[0] = F.build_config(buildahImage="registry.example.com/buildah@sha256:" + "d" * 64)
-    code, out, err = any_cli.run(items)
+BUILDAH = "registry.example.com/buildah@sha256:" + "d" * 64
+
+
+def in_namespace(items, namespace):
+    """The install's ConfigMaps and Secrets in `namespace` (one running in the MCO's: there the
+    images ConfigMap is among those listed, so both builder images are known live too)."""
+    for obj in items:
+        if obj["kind"] in ("ConfigMap", "Secret") and obj["metadata"].get("namespace") == F.NS:
+            obj["metadata"]["namespace"] = namespace
+    return items
+
+
+@pytest.mark.parametrize("namespace", [F.NS, F.MCO_NS])
+def test_buildah_image_in_the_settings_wins_wherever_the_builder_image_shows(any_cli, namespace):
+    """docs/builder-image.md section 3: `buildahImage` set -> "that image", whatever the MCO's
+    images ConfigMap says; and it shows as the Pod's image and annotation, the image's label, the
+    pool's ocl-reconciler.io/builder-image, status -o wide's BUILDER and explain's record."""
+    items = in_namespace(world(extra=[mco_images(MCO_IMAGE)]), namespace)
+    items[0] = in_namespace([F.build_config(buildahImage=BUILDAH)], namespace)[0]
+    code, out, err = any_cli.run(items, "-n", namespace)
     assert code == 0, err
-    assert build_object(out)["spec"]["containers"][0]["image"] == "registry.example.com/buildah@sha256:" + "d" * 64
+    pod = build_object(out)
+    assert pod["spec"]["containers"][0]["image"] == BUILDAH
+    assert pod["metadata"]["annotations"][A.BUILDER_IMAGE] == BUILDAH
+    assert f'LABEL "ocl-reconciler.io/builder-image"="{BUILDAH}"' in dockerfile(out)
+    assert ann(out)[A.BUILDER_IMAGE] == BUILDAH
+    assert MCO_IMAGE not in json.dumps([o for o in out if o["kind"] != "ConfigMap"
+                                        or o["metadata"]["name"] != "machine-config-operator-images"])
+    code, table, _ = any_cli.on(out, "status", "-o", "wide")
+    header, row = table.splitlines()
+    assert row.split()[header.split().index("BUILDER")] == BUILDAH
+    code, explained, _ = any_cli.on(out, "explain", "worker", "-o", "json", "-n", namespace)
+    assert json.loads(explained)["recorded"]["builderImage"] == BUILDAH
+
+
+def test_no_buildah_image_and_no_images_configmap_keeps_the_default(any_cli):
     code, out, err = any_cli.run(world())
+    assert code == 0, err
     assert build_object(out)["spec"]["containers"][0]["image"] == "quay.io/buildah/stable:latest"
 
 
@@ -326,22 +369,28 @@ def test_status_wide_shows_the_architecture_and_builder_image_of_the_last_build(
     assert "ARCH" not in out and MCO_IMAGE not in out
 
 
-def test_another_pools_build_does_not_change_this_pools_architecture(run_cli):
-    """The nodes are listed because infra's build is due; worker's nodes changed architecture since
-    its build, but its recorded architecture stands until its own next build (docs/builder-image.md)."""
+def test_another_pools_build_does_not_change_this_pools_architecture(any_cli):
+    """The nodes are listed because infra's build is due and gpu, new, has no architecture yet;
+    worker's nodes changed architecture since its build, but its recorded architecture stands
+    until its own next build (docs/builder-image.md; imagebuild/clusterfacts.py: only the pools
+    whose architecture is due take it from the nodes). With gpu new the nodes are listed before
+    any pool is decided, so worker is decided with them at hand, and must still not use them."""
     items = world(pool_with("worker"), pool_with("infra"), nodes=[F.node("w1", "worker", "arm64"),
                                                                  F.node("i1", "infra", "amd64")])
-    code, items, err = run_cli.run(items)
+    code, items, err = any_cli.run(items)
     assert code == 0 and ann(items)[A.ARCH] == "arm64", err
     worker_build = build_object(items)["metadata"]["name"]
-    items = [o for o in items if o["kind"] != "Node"] + [F.node("w2", "worker", "amd64"), F.node("i1", "infra")]
+    items = [o for o in items if o["kind"] != "Node"] + [F.node("w2", "worker", "amd64"), F.node("i1", "infra"),
+                                                         F.node("g1", "gpu", "s390x")]
     items = copy.deepcopy(items)
     F.the_pool(items, "infra")["spec"]["configuration"]["name"] = "rendered-infra-2"
-    items.append(F.machineconfig("rendered-infra-2"))
-    code, items, err = run_cli.run(items)
+    items += [F.machineconfig("rendered-infra-2"), pool_with("gpu"), F.machineconfig("rendered-gpu-1")]
+    code, items, err = any_cli.run(items)
     assert code == 0, err
     assert ann(items, "infra")[A.RENDERED] == "rendered-infra-2" and ann(items, "infra")[A.STATE] == A.PENDING
+    assert ann(items, "gpu")[A.ARCH] == "s390x" and node_selector(build_object(items, "gpu")) == {ARCH: "s390x"}
     assert build_object(items)["metadata"]["name"] == worker_build and ann(items)[A.ARCH] == "arm64"
+    assert node_selector(build_object(items)) == {ARCH: "arm64"}
 
 
 def test_a_pool_scaled_to_zero_keeps_its_architecture_when_it_builds(run_cli):

@@ -201,9 +201,29 @@ def test_no_secret_value_is_ever_said():
     ("docker.io/busybox", "busybox", None),
     ("index.docker.io/myorg", "docker.io/myorg/img", None),  # a key with a path matches only exactly
     ("Registry.Example/a", "Registry.Example/a/b", "Registry.Example/a"),
+    # an upper-case first component without a dot is a host (below)
+    ("Myregistry", "Myregistry/a", "Myregistry"),
+    ("docker.io/Myregistry", "Myregistry/a", None),
 ])
 def test_auth_keys_cover_repositories_as_containers_image_looks_them_up(key, repo, want):
     assert auth.key_for({key: {}}, repo) == want
+
+
+# containers/image docker/reference/normalize.go splitDockerDomain (as distribution/reference): the
+# first component is the domain when it is "localhost", contains "." or ":", or is not lower-case
+# ("Uppercase namespaces are not allowed, so if the first element is not lowercase, we assume it to
+# be a domain-name"); else the name is Docker Hub's, an official image's under "library/".
+@pytest.mark.parametrize("repo, want", [
+    ("Myregistry/a", ("Myregistry", "a")),
+    ("myRegistry/team/a", ("myRegistry", "team/a")),
+    ("myregistry/a", ("docker.io", "myregistry/a")),
+    ("localhost/a", ("localhost", "a")),
+    ("registry:5000/a", ("registry:5000", "a")),
+    ("busybox", ("docker.io", "library/busybox")),
+    ("index.docker.io/busybox", ("docker.io", "library/busybox")),
+])
+def test_the_host_of_a_repository_is_split_as_containers_image_does(repo, want):
+    assert auth.host_and_path(repo) == want
 
 
 def test_an_exact_key_wins_over_one_that_normalises_to_the_host():

@@ -119,14 +119,27 @@ def test_a_success_is_handed_to_the_mco_once_and_its_rerender_builds_nothing(any
     assert any_cli("diff", "--snapshot", str(any_cli.write(again)))[0] == 0
 
 
+#: The labels of our MachineConfig, and no other: the role the MCO's render controller selects it
+#: by (CreatePreBuiltImageMachineConfig), and the two every object of ours carries (docs/contract.md).
+LABELS = {ROLE: "worker", "app.kubernetes.io/managed-by": "ocl-reconciler", "ocl-reconciler.io/pool": "worker"}
+
+
 def test_a_content_change_rebuilds_and_changes_the_machineconfig_once(any_cli):
+    """The patch keeps the labels exactly and moves ocl-reconciler.io/built-config to the rendered
+    config the new image was built from (the one with the new file, not the MCO's re-render)."""
     items = mcorender.sync(build_once(any_cli, world(), DIGESTS[0]), base_image=F.BASE)
+    (first,) = ours(items)
+    assert first["metadata"]["labels"] == LABELS
     items = any_cli.run(items)[1]
     items.append(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
     items = mcorender.sync(items, base_image=F.BASE)
+    with_motd = F.the_pool(items)["spec"]["configuration"]["name"]
+    assert with_motd != first["metadata"]["annotations"][A.BUILT_CONFIG]
     items = build_once(any_cli, items, DIGESTS[1])
     (mc,) = ours(items)
     assert mc["spec"] == {"osImageURL": f"{F.REPO}@{DIGESTS[1]}"}
+    assert mc["metadata"]["labels"] == LABELS
+    assert mc["metadata"]["annotations"][A.BUILT_CONFIG] == with_motd
     assert reasons(items).count("ImageRollout") == 2
 
 
@@ -169,6 +182,22 @@ def test_opt_out_deletes_the_machineconfig_and_says_the_pool_goes_back(any_cli):
     assert "back to the release's OS image" in err
     (told,) = [e for e in F.find(after, "Event") if e["reason"] == "ImageRollback"]
     assert "back to the release's OS image" in told["message"] and told["type"] == "Warning"
+
+
+def test_a_deleted_pool_takes_its_machineconfig_along_then_nothing_is_written(any_cli):
+    """POOL_GONE deletes the rollout MachineConfig like opt-out does (core/rollout.py: "our runs
+    delete it on opt-out and pool deletion"); with it gone, a run has nothing left to do."""
+    items = build_once(any_cli, world(), DIGESTS[0])
+    left = [o for o in F.owned(items, "worker") if o["kind"] != "MachineConfig"]
+    assert ours(items)
+    gone = [o for o in items if (o["kind"], o["metadata"]["name"]) != ("MachineConfigPool", "worker")]
+    code, after, err = any_cli.run(gone)
+    assert code == 0, err
+    assert not ours(after) and not F.owned(after, "worker")
+    assert writes(err) == (0, 0, 1 + len(left))
+    assert f"deleted MachineConfig {rollout.name('worker')}" in err
+    code, again, err = any_cli.run(after)
+    assert code == 0 and writes(err) == (0, 0, 0), err
 
 
 def test_a_failure_leaves_the_machineconfig_as_it_is(any_cli):
