@@ -94,7 +94,7 @@ def machineconfig_selector(name: str) -> dict:
 def pool(name: str, rendered: str, opted_in: bool, uid: str) -> dict:
     labels = {f"{MCO}/mco-built-in": "", f"pools.operator.{MCO}/{name}": ""}
     if opted_in:
-        labels["ocl-reconciler.io/layering-enabled"] = ""      # our opt-in (the MCO's own label is its switch)
+        labels["ocl-reconciler.io/layering-enabled"] = ""      # our opt-in (the MCO's label is its switch)
     return {
         "apiVersion": f"{MCO}/v1", "kind": "MachineConfigPool",
         "metadata": {"name": name, "uid": uid, "resourceVersion": "1201", "generation": 3,

@@ -365,8 +365,9 @@ def cmd_status(args, now: datetime) -> int:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
     if not status.rows(pools, now, mcs):            # as kubectl's "No resources found": on stderr
         from reconcile.contract import annotations as A
-        print(f"no MachineConfigPool is labelled {A.LAYERING_LABEL}{' (of ' + ', '.join(args.pool) + ')' if args.pool else ''}"
-              f" and none has a record of ours; opt one in: oc label mcp/worker {A.LAYERING_LABEL}=",
+        among = f" (of {', '.join(args.pool)})" if args.pool else ""
+        print(f"no MachineConfigPool is labelled {A.LAYERING_LABEL}{among} and none has a record of ours; "
+              f"opt one in: oc label mcp/worker {A.LAYERING_LABEL}=",
               file=sys.stderr)
         return EXIT_OK
     sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))

@@ -143,8 +143,9 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
             continue
         target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
         target.notes += [f"image {i} is not in the configured repository {repo}: dropped from the image "
-                         "history, not deleted (delete it yourself once no node uses it)" for i in item.forget]
+                         "history, not deleted (delete it yourself once no node uses it)"
+                         for i in item.forget]
         if item.delete or item.forget:
             ops = history_ops(item.pool, item.delete + item.forget)
-            target.actions.append(Action("prune", dict(item.pool), tuple(ops),
-                                         patches.apply(item.pool, ops), images=item.delete, forget=item.forget))
+            target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),
+                                         images=item.delete, forget=item.forget))

@@ -311,7 +311,8 @@ def in_scope(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, An
         if selected and name not in selected:
             continue
         mine = tuple(by_pool.pop(naming.pool_label(name), []))
-        if opted_in(pool) or mcolabel.carries(pool) or mine or any(A.owned(k) for k in objects.annotations(pool)):
+        if opted_in(pool) or mcolabel.carries(pool) or mine or \
+                any(A.owned(k) for k in objects.annotations(pool)):
             out.append(Scoped(name, pool, mine))
     for label, orphans in sorted(by_pool.items()):
         if not selected or label in {naming.pool_label(s) for s in selected}:
@@ -508,7 +509,8 @@ def _mco_label(s: _Step, mc: Mapping[str, Any] | None, material: desired.Materia
     told = A.one_line(s.d.problem, 1024)
     if s.ann.get(A.MCO_LABEL) != told:
         s.plan.actions.append(Action("create", events.notice(
-            s.d.pool, mcolabel.REASON, told, told, rfc3339(s.now), s.ann.get(A.TRANSITION, ""), kind="Warning")))
+            s.d.pool, mcolabel.REASON, told, told, rfc3339(s.now), s.ann.get(A.TRANSITION, ""),
+            kind="Warning")))
         _patch_annotations(s.plan, s.d.pool, {A.MCO_LABEL: told})
     s.plan.notes.append(told)               # said by every command, the record unchanged or not
     s.plan.state_after, s.plan.message = A.BLOCKED, told

@@ -161,7 +161,8 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
         ops = patches.guarded(live, [{"op": "replace", "path": "/metadata/ownerReferences",
                                       "value": [naming.owner_reference(pool, controller=False)]}])
         return Rollout(actions=[Action("patch", dict(live), tuple(ops), patches.apply(live, ops))],
-                       notes=[f"MachineConfig {name(pool_name)}: its ownerReference is no longer a controller "
+                       notes=[f"MachineConfig {name(pool_name)}: its ownerReference is no longer a "
+                              "controller "
                               "reference, so the render controller enqueues every pool that selects it"])
     selecting = v.selecting(pool_name)        # problem() has run: the selectors are valid
     early = [objects.name(p) for p in selecting

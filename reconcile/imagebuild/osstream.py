@@ -11,8 +11,9 @@ takes it for the pool's rendered config (`pkg/controller/render/render_controlle
 does (`GetEffectiveOSImageStreamName`, `pkg/controller/common/helpers.go`, and its table test
 `TestGetEffectiveOSImageStreamName`: a pool's own name; a pool other than worker and master that
 names none inherits the `worker` pool's; "" is the default stream): building it from the default
-would make an image of another stream than the one its rendered config is of. Where the cluster has no such singleton (the API is not served, or the
-MCO has not filled its status yet), the images of the ConfigMap `machine-config-osimageurl` stand.
+would make an image of another stream than the one its rendered config is of. Where the cluster
+has no such singleton (the API is not served, or the MCO has not filled its status yet), the
+images of the ConfigMap `machine-config-osimageurl` stand.
 
 The base never comes from the rendered MachineConfig's `osImageURL`: with `rollout: machineconfig`
 that is our own image (the rendered config then carries the annotation

@@ -487,7 +487,8 @@ def _pools(f: Facts) -> list[Line]:
     foreign = sorted((p for p in f.pools if mcolabel.carries(p)), key=objects.name)
     out: list[Line] = [(FAIL, mcolabel.problem(objects.name(p), s.release_version),
                         " && ".join(mcolabel.commands(objects.name(p)))) for p in foreign]
-    opted = sorted((p for p in f.pools if lifecycle.opted_in(p) and not mcolabel.carries(p)), key=objects.name)
+    opted = sorted((p for p in f.pools if lifecycle.opted_in(p) and not mcolabel.carries(p)),
+                   key=objects.name)
     if not opted and not foreign:
         return [(WARN, f"no MachineConfigPool is labelled {A.LAYERING_LABEL}: nothing is built",
                  f"label a pool to start: oc label mcp/worker {A.LAYERING_LABEL}=")]

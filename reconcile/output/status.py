@@ -45,8 +45,9 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
         name = objects.name(pool)
         if mcolabel.carries(pool):      # built by nobody here; what the MCO does with it, and the fix
             recorded = f" (recorded {ann[A.STATE]})" if ann.get(A.STATE) else ""
-            out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", "-", ann.get(A.IMAGE, "<none>"),
-                        age(ann.get(A.TRANSITION), now), ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
+            out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", "-",
+                        ann.get(A.IMAGE, "<none>"), age(ann.get(A.TRANSITION), now),
+                        ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
         elif lifecycle.opted_in(pool) or A.STATE in ann:
             state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)

@@ -12,7 +12,8 @@ import pytest
 
 from reconcile.contract import annotations as A
 from reconcile.core import mcolabel
-from tests.realapi.test_realapi_rollout import build, component, ours, seed, writes  # noqa: F401
+from tests.realapi.test_realapi_rollout import build, ours, seed, writes
+from tests.realapi.test_realapi_rollout import component as component  # noqa: F401 - the module fixture
 from tests.support import factory as F
 from tests.support import mcorender
 
