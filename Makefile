@@ -32,17 +32,25 @@ demo: install
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run2.yaml
 	@echo; echo '### 5. converged: diff shows nothing and exits 0'
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
-	@echo; echo '### 6. rollout: machineconfig: worker'"'"'s MachineConfig (only osImageURL) waits while infra, which selects'
-	@echo '   worker'"'"'s MachineConfigs as OpenShift 4.18 requires of a custom pool, has no image of its own (it failed)'
-	$(PY) examples/settings.py $(DEMO)/run2.yaml $(DEMO)/mc.yaml rollout=machineconfig
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run3.yaml
-	@echo '   [the MCO (imitated: examples/mco.py) renders it into the pool: a new rendered config, same content]'
-	$(PY) examples/mco.py $(DEMO)/run3.yaml $(DEMO)/rendered.yaml
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run4.yaml
-	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run4.yaml
-	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run4.yaml && echo 'no differences: nothing is built again'
-	@echo; echo '### 7. explain: why infra stays Failed, and what would build it again'
-	$(VENV)/bin/ocl-reconcile explain infra --snapshot $(DEMO)/run4.yaml | sed -n '/^decision/,$$p'
+	@echo; echo '### 6. explain: why infra stays Failed, and what would build it again'
+	$(VENV)/bin/ocl-reconcile explain infra --snapshot $(DEMO)/run2.yaml | sed -n '/^decision/,$$p'
+	@echo; echo '### 7. follow its advice: a rebuild token (oc annotate mcp infra ...), and this time the build succeeds'
+	$(PY) examples/annotate.py $(DEMO)/run2.yaml $(DEMO)/token.yaml infra ocl-reconciler.io/rebuild=1
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/token.yaml --write-snapshot $(DEMO)/run3.yaml
+	$(PY) examples/kubelet.py $(DEMO)/run3.yaml $(DEMO)/kubelet2.yaml --pool infra=Succeeded
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/kubelet2.yaml --write-snapshot $(DEMO)/run4.yaml
+	@echo; echo '### 8. rollout: machineconfig hands each image to the MCO: one MachineConfig per pool, only osImageURL'
+	$(PY) examples/settings.py $(DEMO)/run4.yaml $(DEMO)/mc.yaml rollout=machineconfig
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run5.yaml
+	@echo '   [the MCO (imitated: examples/mco.py) renders them into the pools: new rendered configs, same content]'
+	$(PY) examples/mco.py $(DEMO)/run5.yaml $(DEMO)/rendered.yaml
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run6.yaml
+	@echo '   [worker'"'"'s MachineConfig came second: infra selects worker'"'"'s MachineConfigs (OpenShift 4.18 requires it),'
+	@echo '    so infra'"'"'s own had to exist first, or infra'"'"'s nodes would boot worker'"'"'s image. The MCO renders again:]'
+	$(PY) examples/mco.py $(DEMO)/run6.yaml $(DEMO)/rendered2.yaml
+	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered2.yaml --write-snapshot $(DEMO)/run7.yaml
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run7.yaml
+	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run7.yaml && echo 'no differences: nothing is built again'
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.

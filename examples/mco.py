@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from reconcile.cluster import snapshot  # noqa: E402
 from reconcile.contract import selector  # noqa: E402
-from reconcile.core import rollout  # noqa: E402
+from reconcile.core import rollout, rolloutcheck  # noqa: E402
 
 OVERRIDDEN = "machineconfiguration.openshift.io/os-image-url-overridden"
 
@@ -34,8 +34,9 @@ def render(items: list[dict]) -> int:
     ours = [mc for name, mc in sorted(mcs.items()) if name.startswith(rollout.PREFIX)]
     changed = 0
     for pool in (o for o in items if o["kind"] == "MachineConfigPool"):
-        chosen = [mc for mc in ours if selector.selects(pool["spec"].get("machineConfigSelector"),
-                                                        mc["metadata"].get("labels") or {})]
+        # MergeMachineConfigs' order: worker-role MachineConfigs first, then the others, each by name
+        chosen = rolloutcheck.merge_order(mc for mc in ours if selector.selects(
+            pool["spec"].get("machineConfigSelector"), mc["metadata"].get("labels") or {}))
         current = mcs.get(pool["spec"]["configuration"]["name"])
         if not chosen or current is None:
             continue
