@@ -44,8 +44,9 @@ examples:
 COMMAND_HELP = {
     "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
             "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
-            "exit codes: 0 every pool reconciled (a failed build is a recorded outcome); 2 a pool is "
-            "Blocked, a write failed or an image could not be deleted from the registry; 3 the cluster "
+            "exit codes: 0 every pool reconciled (a failed build is a recorded outcome; an image the "
+            "registry will not delete is a warning, kept for the next run); 2 a pool is Blocked (or "
+            "carries the MCO's layering label) or a write failed; 3 the cluster "
             "or snapshot cannot be read, or the Lease cannot be taken (a read that fails after some pools "
             "were carried out ends the run there, after its summary and metrics)"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
