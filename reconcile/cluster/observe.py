@@ -65,8 +65,8 @@ def read_material(cluster: Cluster, found: Settings,
             try:
                 secret = secrets.get(ref) or cluster.get("Secret", ns, name)
             except Forbidden as err:        # a Secret of another namespace that our Roles do not name
-                return desired.Material(problem=f"cannot read Secret {ns}/{name} (from "
-                                                f"{settings.BUILD_CONFIG} key {key!r}): {err}; keep it "
+                return desired.Material(problem=f"cannot read Secret {ns}/{name} "
+                                                f"({settings.secret_origin(key, ns, name)}): {err}; keep it "
                                                 f"in {found.namespace}")
             settings.check_secret(key, name, secret, ns)
             secrets[ref] = secret

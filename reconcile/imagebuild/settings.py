@@ -235,19 +235,26 @@ def secret_location(namespace: str, ref: str) -> tuple[str, str]:
     return ns or namespace, name
 
 
+def secret_origin(settings_key: str, namespace: str, secret_name: str) -> str:
+    """Where the Secret's name comes from, for a message: the key, or for the global pull secret
+    the key's absence (the key set to that same name reads the same: harmless)."""
+    if settings_key == "baseImagePullSecretName" and f"{namespace}/{secret_name}" == GLOBAL_PULL_SECRET:
+        return f"the global pull secret: {BUILD_CONFIG} sets no {settings_key!r}"
+    return f"from {BUILD_CONFIG} key {settings_key!r}"
+
+
 def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
                  namespace: str) -> None:
     """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
     we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
+    origin = secret_origin(settings_key, namespace, secret_name)
     if secret is None:
-        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
-                            f"{settings_key!r}) not found")
+        raise SettingsError(f"Secret {namespace}/{secret_name} ({origin}) not found")
     data = secret.get("data") or {}
     if not {".dockerconfigjson", ".dockercfg"} & set(data):
         kind = secret.get("type", "Opaque")
-        raise SettingsError(f"Secret {namespace}/{secret_name} (from {BUILD_CONFIG} key "
-                            f"{settings_key!r}) is of type {kind} without key .dockerconfigjson; "
-                            f"want type {auth.DOCKERCONFIGJSON}")
+        raise SettingsError(f"Secret {namespace}/{secret_name} ({origin}) is of type {kind} without key "
+                            f".dockerconfigjson; want type {auth.DOCKERCONFIGJSON}")
     try:
         auth.auths(secret)
     except auth.AuthError:

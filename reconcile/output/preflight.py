@@ -246,7 +246,8 @@ def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool)
     """A pull or push Secret: read, parsed as the build reads it, and naming the registries of
     `images` (what each is used for -> image); never a value in a message."""
     ns, name = settings.secret_location(f.namespace, ref)
-    where = f"Secret {ns}/{name} (from {settings.BUILD_CONFIG} key {key!r})"
+    implied = ref == settings.GLOBAL_PULL_SECRET and not push     # the key is unset: the MCO's default
+    where = f"Secret {ns}/{name} ({settings.secret_origin(key, ns, name)})"
     if key in f.secret_errors:
         return (FAIL, f"cannot read {where}: {f.secret_errors[key]}",
                 "run preflight as a user who may read it (the permissions line says if the reconciler may)")
@@ -255,8 +256,9 @@ def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool)
         settings.check_secret(key, name, secret, ns)
         found = auth.auths(secret or {})
     except (SettingsError, auth.AuthError) as err:
-        fix = f"create it: oc create secret docker-registry {name} -n {ns} --docker-server=..." \
-            if secret is None else f"make it type {auth.DOCKERCONFIGJSON} with \"auths\" in .dockerconfigjson"
+        fix = (f"name a Secret of {f.namespace} with the pull credentials in {key!r}" if implied and secret is None
+               else f"create it: oc create secret docker-registry {name} -n {ns} --docker-server=..."
+               if secret is None else f"make it type {auth.DOCKERCONFIGJSON} with \"auths\" in .dockerconfigjson")
         return (FAIL, str(err), fix)
     missing = {what: imageref.parse(image).repo for what, image in images.items()
                if auth.key_for(found, imageref.parse(image).repo) is None}
@@ -588,6 +590,11 @@ def _pod_security(f: Facts) -> list[Line]:
     if level in ("baseline", "privileged"):
         return [(OK, f"Namespace {f.namespace} enforces `{level}`, which admits the build Pod (judged by its "
                      f"label: {why})")]
+    if f.namespace_error:
+        return [(WARN, f"cannot read Namespace {f.namespace} ({f.namespace_error}): its Pod Security level "
+                       f"is not known here; {why}",
+                 "run preflight as a user who may read the namespace (oc get namespace "
+                 f"{f.namespace} --show-labels), or fix what keeps the dry run from being made")]
     return [(WARN, f"Namespace {f.namespace} has no {ENFORCE} label: the cluster's default level applies "
                    f"(`restricted` on some); {why}", _ADMIT_HINT["violates PodSecurity"])]
 

@@ -36,7 +36,8 @@ CASES = {
                       "ConfigMap openshift-machine-config-operator/machine-config-osimageurl not found"),
     "pull secret key missing, no global pull secret": (
         with_settings(F.build_config(baseImagePullSecretName=None)),
-        "Secret openshift-config/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') not found"),
+        "Secret openshift-config/pull-secret (the global pull secret: on-cluster-build-config sets no "
+        "'baseImagePullSecretName') not found"),
     "push secret key empty": (with_settings(F.build_config(finalImagePushSecretName=" ")),
                               "ConfigMap on-cluster-build-config: required key 'finalImagePushSecretName' is empty"),
     "pullspec missing": (with_settings(F.build_config(finalImagePullspec=None)),
@@ -295,5 +296,5 @@ def test_without_a_pull_secret_name_a_missing_global_pull_secret_blocks(run_cli)
     code, after, _ = run_cli.run(F.cluster(settings=settings))
     assert code == 2
     assert F.the_pool(after)["metadata"]["annotations"][A.MESSAGE] == (
-        "Secret openshift-config/pull-secret (from on-cluster-build-config key 'baseImagePullSecretName') "
-        "not found")
+        "Secret openshift-config/pull-secret (the global pull secret: on-cluster-build-config sets no "
+        "'baseImagePullSecretName') not found")

@@ -99,8 +99,8 @@ def test_a_build_running_there_is_not_followed_and_is_built_again_here_saying_so
 @pytest.mark.parametrize("kind, name, says", [
     ("configmaps", "custom-bundle", "cannot read ConfigMap openshift-config/custom-bundle (Proxy cluster, "
                                     "spec.trustedCA)"),
-    ("secrets", "pull-secret", "cannot read Secret openshift-config/pull-secret (from on-cluster-build-config "
-                               "key 'baseImagePullSecretName')"),
+    ("secrets", "pull-secret", "cannot read Secret openshift-config/pull-secret (the global pull secret: "
+                               "on-cluster-build-config sets no 'baseImagePullSecretName')"),
 ])
 def test_a_403_outside_our_namespace_blocks_the_pools_naming_the_grant(tmp_path, run_cli, kind, name, says):
     """kustomize/base names the objects it may read in openshift-config: one it does not name (a Proxy

@@ -473,3 +473,30 @@ def test_a_missing_registry_ca_is_exit_3(tmp_path, capsys):
     assert cli.main(["preflight", "--registry-ca", str(tmp_path / "none.crt"), "--kubeconfig",
                      str(tmp_path / "kc")]) == 3
     assert "--registry-ca" in capsys.readouterr().err
+
+
+# --- issue 29: what preflight says must be what is so --------------------------------------------
+
+def test_the_global_pull_secret_is_not_named_as_a_settings_key():
+    """Item 11: with baseImagePullSecretName unset the global pull secret is used (docs/admin.md,
+    "Creating the settings", step 3); the line must not say it comes from that key."""
+    found = read_settings(baseImagePullSecretName=None)
+    assert found.pull_secret == settings.GLOBAL_PULL_SECRET
+    missing = good(settings=found, secrets={"finalImagePushSecretName": secret("push-secret", "registry.example.com:5000")})
+    line = only(missing, "pull-secret")
+    assert "from on-cluster-build-config key" not in line.message and "global pull secret" in line.message
+    assert "oc create secret" not in line.hint
+    present = good(settings=found, secrets={"baseImagePullSecretName": secret("pull-secret", "quay.io"),
+                                            "finalImagePushSecretName": secret("push-secret", "registry.example.com:5000")})
+    assert "from on-cluster-build-config key" not in only(present, "pull-secret").message
+
+
+def test_an_unreadable_namespace_is_said_not_a_missing_label():
+    """Item 12: run as our ServiceAccount, which may not read Namespaces, preflight warned that the
+    namespace has no enforce label; the 403 is what is so."""
+    refused = 'namespaces "ocl-reconciler" is forbidden: User "system:serviceaccount:ocl-reconciler:ocl-reconciler" cannot get resource "namespaces"'
+    facts = good(namespace_obj=None, namespace_error=f"403 Forbidden: {refused}", dry_run=None,
+                 dry_run_skipped="no opted-in pool can be built")
+    line = only(facts, "pod-security")
+    assert "no pod-security.kubernetes.io/enforce label" not in line.message
+    assert "cannot read Namespace" in line.message and "403" in line.message
