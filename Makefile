@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench lock clean realapi argocd
+.PHONY: install demo test lint bench lock clean realapi argocd kustomize
 
 install: $(STAMP)
 
@@ -64,7 +64,13 @@ argocd:
 	@if command -v go >/dev/null; then bash tests/tools/argocd/build.sh >/dev/null; \
 	  else echo 'go is not on the PATH: the Argo CD health tests will skip (OCL_ARGOCD=require makes them fail)'; fi
 
-test: install realapi argocd
+# The real `kustomize` CLI that the doc test runs (docs/admin.md's `kustomize create` and `kustomize edit`):
+# built once from the Go module pinned in tests/tools/kustomize/go.mod into ~/.cache/ocl-reconciler.
+kustomize:
+	@if command -v go >/dev/null; then bash tests/tools/kustomize/build.sh >/dev/null; \
+	  else echo 'go is not on the PATH: the doc test will skip (OCL_REALAPI=require makes it fail)'; fi
+
+test: install realapi argocd kustomize
 	$(PY) -m pytest -q
 
 lint: install
