@@ -291,7 +291,8 @@ class Planner:
                 self.streams = _get_optional(self.cluster, osstream.KIND, "", osstream.NAME)
             except Forbidden as err:        # an install whose ClusterRole predates the OS streams
                 self.streams_problem = (f"cannot read {osstream.KIND} {osstream.NAME} (the pool's OS "
-                                        f"stream): {err}; apply kustomize/base's ClusterRole")
+                                        f"stream): {err}; re-apply your overlay (its ClusterRole comes "
+                                        "from kustomize/base)")
             self.streams_read = True
         if fresh:
             self._list_nodes()

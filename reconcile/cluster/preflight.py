@@ -82,6 +82,7 @@ def _as(cluster: live.LiveCluster, caller: str, namespace: str, name: str) -> li
 def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: datetime) -> P.Facts:
     f = P.Facts(namespace, caller=whoami(cluster), registry_ca=ca_file)
     f.namespace_obj, f.namespace_error = _read(lambda: _get(cluster, "/api/v1/namespaces", namespace))
+    _cronjob(cluster, f)
     seen, f.settings_error = _read(lambda: observe.observe(cluster, namespace))
     if seen is not None:
         f.settings, f.pools, f.owned = seen.settings, seen.pools, seen.owned
@@ -99,6 +100,18 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f
+
+
+def _cronjob(cluster: live.LiveCluster, f: P.Facts) -> None:
+    """The CronJob, as the caller, and the Pods of its Jobs (by its Pod template's labels: one LIST)."""
+    collection = f"/apis/batch/v1/namespaces/{f.namespace}/cronjobs"
+    f.cronjob, f.cronjob_error = _read(lambda: _get(cluster, collection, P.CRONJOB))
+    job = ((f.cronjob or {}).get("spec") or {}).get("jobTemplate") or {}
+    template = (job.get("spec") or {}).get("template")
+    labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+    if labels:
+        pods, _ = _read(lambda: cluster.list("Pod", f.namespace, dict(labels)))
+        f.cronjob_pods = list(pods or [])
 
 
 def _get(cluster: live.LiveCluster, collection: str, name: str) -> dict[str, Any] | None:

@@ -33,7 +33,14 @@ BUILDER_SCC = "anyuid"
 #: (openshift/openshift-controller-manager pkg/build/controller/strategy/docker.go)
 BUILD_ACCOUNT = "builder"
 ENFORCE = "pod-security.kubernetes.io/enforce"
-APPLY_BASE = "apply it again: kubectl kustomize kustomize/base | oc apply -f -"
+APPLY_BASE = ("re-apply your overlay: kubectl kustomize <your overlay> | oc apply -f - (not kustomize/base "
+              "alone: it sets the CronJob's image back to the placeholder ocl-reconciler:latest)")
+#: the CronJob kustomize/base makes, and the image it names until an overlay sets one (a placeholder
+#: no registry serves: tests/unit/test_preflight.py holds both to kustomize/base/cronjob.yaml)
+CRONJOB = "ocl-reconciler"
+PLACEHOLDER_IMAGE = "ocl-reconciler:latest"
+#: a container's waiting reasons that say its image cannot be pulled (kubelet's images.go)
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 #: the placeholder of `Rule.namespace` for the namespace of -n (kustomize/base writes ocl-reconciler)
 OURS = "<namespace>"
 
@@ -139,6 +146,10 @@ class Facts:
     namespace: str
     namespace_obj: Mapping[str, Any] | None = None
     namespace_error: str = ""
+    #: the CronJob CRONJOB (None: not found, or not read: `cronjob_error`) and the Pods of its Jobs
+    cronjob: Mapping[str, Any] | None = None
+    cronjob_error: str = ""
+    cronjob_pods: list[Mapping[str, Any]] = field(default_factory=list)
     #: None: not read (the ConfigMaps could not be listed: `settings_error`)
     settings: Settings | Problem | None = None
     settings_error: str = ""
@@ -224,6 +235,41 @@ def _namespace(f: Facts) -> list[Line]:
     return [(OK, f"Namespace {f.namespace} exists (Pod Security enforce: {level or 'unset'})")]
 
 
+@_check("cronjob")
+def _cronjob(f: Facts) -> list[Line]:
+    """The image every run is made of: not kustomize/base's placeholder, pinned, and pulled by the
+    Pods of its Jobs where there are any (issue 29: re-applying base alone reset it, and every Job
+    failed to pull while preflight said ok)."""
+    fix = ("set it in your overlay: kustomize edit set image "
+           "ocl-reconciler=<registry>/<repository>@sha256:<digest>")
+    if f.cronjob_error:
+        return [(WARN, f"cannot read CronJob {f.namespace}/{CRONJOB}: {f.cronjob_error}",
+                 "run preflight as a user who may read it")]
+    if f.cronjob is None:
+        return [(FAIL, f"CronJob {f.namespace}/{CRONJOB} not found: nothing runs the reconciler",
+                 "apply your overlay (docs/admin.md, \"Installing\")")]
+    containers = ((((f.cronjob.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}).get("template")
+                  or {}).get("spec", {}).get("containers") or [{}]
+    image = str(containers[0].get("image") or "")
+    if image == PLACEHOLDER_IMAGE:
+        return [(FAIL, f"CronJob {CRONJOB} runs {image}, the placeholder of kustomize/base that no registry "
+                       "serves: every Job fails to pull it", fix)]
+    for pod in f.cronjob_pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in PULL_FAILURES and status.get("image") in (image, None, ""):
+                return [(FAIL, f"CronJob {CRONJOB} runs {image}, which Pod {objects.name(pod)} cannot pull: "
+                               f"{waiting.get('reason')}: {A.one_line(waiting.get('message') or '', 200)}",
+                         "push it, or give the namespace's ServiceAccount ocl-reconciler pull access to it")]
+    if "@sha256:" in image:
+        return [(OK, f"CronJob {CRONJOB} runs {image} (pinned by digest)")]
+    tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+    if not tag or tag == "latest":
+        return [(WARN, f"CronJob {CRONJOB} runs {image}, a moving tag: a new push changes what every run is "
+                       "made of without a change you can see", fix)]
+    return [(OK, f"CronJob {CRONJOB} runs {image} (a version tag; a digest pins it for good)")]
+
+
 #: what the checks that need valid settings are called, for the line that says they did not run
 _NEED_SETTINGS = "pull-secret, push-secret, registry, pools, pod-security"
 
@@ -246,7 +292,7 @@ def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool)
     """A pull or push Secret: read, parsed as the build reads it, and naming the registries of
     `images` (what each is used for -> image); never a value in a message."""
     ns, name = settings.secret_location(f.namespace, ref)
-    implied = ref == settings.GLOBAL_PULL_SECRET and not push     # the key is unset: the MCO's default
+    implied = ref == settings.GLOBAL_PULL_SECRET and not push    # the key is unset: the MCO's default
     where = f"Secret {ns}/{name} ({settings.secret_origin(key, ns, name)})"
     if key in f.secret_errors:
         return (FAIL, f"cannot read {where}: {f.secret_errors[key]}",
@@ -256,9 +302,12 @@ def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool)
         settings.check_secret(key, name, secret, ns)
         found = auth.auths(secret or {})
     except (SettingsError, auth.AuthError) as err:
-        fix = (f"name a Secret of {f.namespace} with the pull credentials in {key!r}" if implied and secret is None
-               else f"create it: oc create secret docker-registry {name} -n {ns} --docker-server=..."
-               if secret is None else f"make it type {auth.DOCKERCONFIGJSON} with \"auths\" in .dockerconfigjson")
+        if secret is not None:
+            fix = f"make it type {auth.DOCKERCONFIGJSON} with \"auths\" in .dockerconfigjson"
+        elif implied:
+            fix = f"name a Secret of {f.namespace} with the pull credentials in {key!r}"
+        else:
+            fix = f"create it: oc create secret docker-registry {name} -n {ns} --docker-server=..."
         return (FAIL, str(err), fix)
     missing = {what: imageref.parse(image).repo for what, image in images.items()
                if auth.key_for(found, imageref.parse(image).repo) is None}

@@ -669,6 +669,21 @@ def test_the_administrators_procedures_run_as_written(cluster):
             # the leftover the table names: rendered configs that still carry our osImageURL
             names = {mc["metadata"]["name"] for mc in c.api.list("MachineConfig")}
             assert state["rendered-with-ours"] and set(state["rendered-with-ours"]) <= names
+        elif first.startswith("oc patch mcp/infra --type=merge -p"):
+            # the troubleshooting entry for a pool the MCO's selector policy refuses: a custom pool made
+            # with the old shape gets the 4.18 shape, which selects worker's MachineConfigs and its own
+            old = F.pool("infra", opted_in=False)
+            old["spec"]["machineConfigSelector"] = {"matchLabels": {f"{F.MCO}/role": "infra"}}
+            old.pop("status", None)
+            c.api.create(old)
+            run(block)
+            patched = c.api.get("MachineConfigPool", "", "infra")
+            chosen = patched["spec"]["machineConfigSelector"]
+            assert chosen == {"matchExpressions": [{"key": f"{F.MCO}/role", "operator": "In",
+                                                    "values": ["worker", "infra"]}]}, chosen
+            from reconcile.contract import admission
+            assert admission.admits_selector(patched)[0]           # as the MCO's policy's CEL has it
+            c.api.request("DELETE", c.api.path("MachineConfigPool", "", "infra"))
         else:
             pytest.fail(f"admin.md:{block.line}: a block the test does not know: {first!r}")
 

@@ -62,6 +62,14 @@ def _htpasswd(path: Path) -> Path:
     return path
 
 
+PUBLISHED = "quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "c" * 64
+
+
+def set_image(server, kubeconfig: str, image: str) -> None:
+    server.kubectl("set", "image", "cronjob/ocl-reconciler", f"reconcile={image}", "-n", F.NS,
+                   kubeconfig=kubeconfig)
+
+
 @pytest.fixture(scope="module")
 def openshift(server, tmp_path_factory):
     """A ClusterVersion at VERSION, the rollout component installed (rollout: machineconfig), and a
@@ -78,9 +86,14 @@ def openshift(server, tmp_path_factory):
     made["status"] = {"desired": {"version": VERSION}, "history": [{"state": "Completed", "version": VERSION}]}
     server.request("PUT", f"{path}/version/status", made)
     server.install_rollout()
+    # an overlay sets the CronJob's image (docs/admin.md, kustomize edit set image); kustomize/base's
+    # placeholder fails the cronjob line (test_the_base_placeholder_image_fails_the_cronjob_line)
+    admin = server.kubeconfig(root / "admin.kubeconfig")
+    set_image(server, admin, PUBLISHED)
     try:
         yield reg, ca
     finally:
+        set_image(server, admin, "ocl-reconciler:latest")
         server.remove_rollout()
         server.remove_crds([CLUSTERVERSION_CRD["metadata"]["name"]])
         reg.stop()
@@ -126,7 +139,7 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert code == 0, lines
     assert [line["result"] for line in lines] == ["ok"] * len(lines)
     checks = by_check(lines)
-    assert list(checks) == ["namespace", "settings", "pull-secret", "push-secret", "permissions",
+    assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
                             "builder-account", "registry", "openshift-version", "mco-builder", "pools",
                             "pool-admission", "pod-security"]
     # each ok says what it saw, as the server answered it
@@ -310,7 +323,7 @@ def test_a_restricted_namespace_fails_pod_security(real, openshift, server):
         code, lines = preflight(real, ca)
     finally:
         _label(server, "baseline")
-    assert code == 2 and failing(lines) == {"pod-security"}, lines
+    assert code == 2 and failing(lines) == {"pod-security", "pools"}, lines   # the run would be refused too
     (line,) = by_check(lines)["pod-security"]
     assert 'violates PodSecurity "restricted:latest"' in line["message"]
     assert "allowPrivilegeEscalation" in line["message"]          # the server's own words
@@ -365,3 +378,20 @@ def test_without_the_scc_binding_the_pools_line_says_the_run_blocks(real, opensh
         for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
             obj["metadata"].pop(key, None)
         real.api.kubectl("apply", "-f", "-", kubeconfig=real.admin, input=json.dumps(obj))
+
+
+def test_the_base_placeholder_image_fails_the_cronjob_line(real, openshift, server):
+    """Issue 29 item 1: `kubectl kustomize kustomize/base | oc apply -f -` from a checkout sets the
+    CronJob's image back to the placeholder; preflight said ok while every Job failed to pull."""
+    reg, ca = openshift
+    real.seed(good(reg))
+    real.api.kubectl("kustomize", str(F.ROOT / "kustomize/base"), kubeconfig=real.admin)     # it renders
+    rendered = real.api.kubectl("kustomize", str(F.ROOT / "kustomize/base"), kubeconfig=real.admin).stdout
+    real.api.kubectl("apply", "-f", "-", kubeconfig=real.admin, input=rendered)
+    try:
+        code, lines = preflight(real, ca)
+        assert code == 2 and "cronjob" in failing(lines), lines
+        (line,) = by_check(lines)["cronjob"]
+        assert "ocl-reconciler:latest" in line["message"] and "kustomize edit set image" in line["hint"]
+    finally:
+        set_image(server, real.admin, PUBLISHED)

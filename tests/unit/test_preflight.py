@@ -50,6 +50,7 @@ def good(**changes) -> P.Facts:
         registry_url="https://registry.example.com:5000/v2/",
         cluster_version={"status": {"desired": {"version": "4.19.3"}}},
         pools=[pool], decisions={"worker": ("START", "")}, selector_policy=True,
+        cronjob=cronjob("quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "a" * 64),
         dry_run=P.DryRun("Pod", "ocl-build-worker-0123456789ab", "worker"))
     facts.access = [P.Asked(n, True) for n in P.needs(found, F.NS)]
     return dataclasses.replace(facts, **changes)
@@ -500,3 +501,46 @@ def test_an_unreadable_namespace_is_said_not_a_missing_label():
     line = only(facts, "pod-security")
     assert "no pod-security.kubernetes.io/enforce label" not in line.message
     assert "cannot read Namespace" in line.message and "403" in line.message
+
+
+def cronjob(image):
+    return {"metadata": {"name": P.CRONJOB}, "spec": {"jobTemplate": {"spec": {"template": {
+        "metadata": {"labels": {"app.kubernetes.io/name": "ocl-reconciler"}},
+        "spec": {"containers": [{"name": "reconcile", "image": image}]}}}}}}
+
+
+def test_the_placeholder_and_the_cronjob_are_kustomize_bases():
+    import yaml as _yaml
+    (doc,) = [d for d in _yaml.safe_load_all((F.ROOT / "kustomize/base/cronjob.yaml").read_text()) if d]
+    assert doc["metadata"]["name"] == P.CRONJOB
+    assert doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == P.PLACEHOLDER_IMAGE
+
+
+@pytest.mark.parametrize("image, result", [
+    ("ocl-reconciler:latest", P.FAIL),                          # kustomize/base's placeholder
+    ("quay.io/ocl-reconciler/ocl-reconciler:latest", P.WARN),   # a moving tag
+    ("quay.io/ocl-reconciler/ocl-reconciler", P.WARN),          # no tag is latest
+    ("quay.io/ocl-reconciler/ocl-reconciler:v0.1.0", P.OK),     # docs/admin.md: a new tag per version
+    ("quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "a" * 64, P.OK),
+])
+def test_the_cronjobs_image(image, result):
+    """Issue 29 item 1 and deliverable 3: re-applying kustomize/base resets the image to its
+    placeholder; preflight said ok while every Job failed to pull."""
+    line = only(good(cronjob=cronjob(image)), "cronjob")
+    assert line.result == result, line
+    assert image in line.message
+
+
+def test_a_job_pod_that_cannot_pull_the_image_fails_the_cronjob_line():
+    image = "quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "a" * 64
+    pod = {"metadata": {"name": "ocl-reconciler-29123-abcde"}, "status": {"containerStatuses": [
+        {"name": "reconcile", "image": image, "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": 'Back-off pulling image "quay.io/..."'}}}]}}
+    line = only(good(cronjob=cronjob(image), cronjob_pods=[pod]), "cronjob")
+    assert line.result == P.FAIL and "ImagePullBackOff" in line.message and pod["metadata"]["name"] in line.message
+    assert only(good(cronjob=None), "cronjob").result == P.FAIL
+
+
+def test_no_hint_tells_to_re_apply_kustomize_base_alone():
+    """Issue 29 item 1: that resets the CronJob's image; every hint says to re-apply your overlay."""
+    assert "your overlay" in P.APPLY_BASE and "kubectl kustomize kustomize/base |" not in P.APPLY_BASE
