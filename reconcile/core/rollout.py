@@ -113,11 +113,12 @@ def problem(v: View, pool: Mapping[str, Any]) -> str | None:
             return (f"MachineConfigPool {pool_name} sets spec.osImageStream.name {stream(pool)!r}: the MCO "
                     "refuses an osImageURL override on a pool with an OS stream, so rollout: machineconfig "
                     "cannot roll an image out to it")
-        return (f"MachineConfigPool {pool_name} sets spec.osImageStream.name {stream(pool)!r} and MachineConfig "
-                f"{name(pool_name)} exists: the MCO will not render the pool while both do (it refuses an "
-                "osImageURL override with an OS stream) and its nodes get no change; remove the stream (oc patch "
-                f"mcp/{pool_name} --type=json -p '[{{\"op\": \"remove\", \"path\": \"/spec/osImageStream\"}}]') "
-                f"or our image (oc delete machineconfig {name(pool_name)}: back to the release's image)")
+        remove = '[{"op": "remove", "path": "/spec/osImageStream"}]'
+        return (f"MachineConfigPool {pool_name} sets spec.osImageStream.name {stream(pool)!r} and "
+                f"MachineConfig {name(pool_name)} exists: the MCO will not render the pool while both do (it "
+                "refuses an osImageURL override with an OS stream) and its nodes get no change; remove the "
+                f"stream (oc patch mcp/{pool_name} --type=json -p '{remove}') or our image "
+                f"(oc delete machineconfig {name(pool_name)}: back to the release's image)")
     try:
         selecting = v.selecting(pool_name)
     except selector.InvalidSelector as err:
