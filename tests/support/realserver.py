@@ -468,15 +468,22 @@ class RealAPI:
                      "machineconfiguration.openshift.io/role": "probe",
                      "app.kubernetes.io/managed-by": "ocl-reconciler"}},
                  "spec": {"osImageURL": F.REPO + "@sha256:" + "0" * 64, "kernelArguments": ["probe"]}}
+        self._poll_as_reconciler(f"the rollout component is not {what}", done, "POST",
+                                 self.path("MachineConfig") + "?dryRun=All", probe)
+
+    def _poll_as_reconciler(self, failure: str, done: Any, method: str, path: str, body: Any,
+                            content_type: str = "application/json") -> None:
+        """Send one request as the reconciler (by impersonation) every 0.1 s until
+        `done(status, message)` holds; RuntimeError(failure) after 20 s."""
         deadline = time.monotonic() + 20
         while True:
-            status, body = self.request("POST", self.path("MachineConfig") + "?dryRun=All", probe,
-                                        as_user=RECONCILER, ok=(201, 403))
-            message = str(body.get("message")) if isinstance(body, dict) else str(body)
+            status, answer = self.request(method, path, body, content_type, as_user=RECONCILER,
+                                          ok=(201, 403, 422))
+            message = str(answer.get("message")) if isinstance(answer, dict) else str(answer)
             if done(status, message):
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the rollout component is not {what}: {status} {message}")
+                raise RuntimeError(f"{failure}: {status} {message}")
             time.sleep(0.1)
 
     # the pool policy (kustomize/components/pool-policy) ------------------------------------------
@@ -504,20 +511,11 @@ class RealAPI:
         to a probe pool (made here as the admin, deleted after): the policy refuses it, RBAC allows it."""
         probe = self.probe_pool(F.pool("probe-pools"))
         path = self.path("MachineConfigPool", "", "probe-pools")
-        if self.request("POST", self.path("MachineConfigPool"), probe, ok=(409,))[0] == 409:
-            probe = self.request("GET", path)[1]
+        self.request("POST", self.path("MachineConfigPool"), probe, ok=(409,))
         patch = [{"op": "add", "path": "/metadata/labels/probe", "value": "x"}]
-        deadline = time.monotonic() + 20
         try:
-            while True:
-                status, body = self.request("PATCH", path + "?dryRun=All", patch, "application/json-patch+json",
-                                            as_user=RECONCILER, ok=(403, 422))
-                message = str(body.get("message")) if isinstance(body, dict) else str(body)
-                if done(status, message):
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the pool policy is not {what}: {status} {message}")
-                time.sleep(0.1)
+            self._poll_as_reconciler(f"the pool policy is not {what}", done, "PATCH", path + "?dryRun=All",
+                                     patch, "application/json-patch+json")
         finally:
             self.request("DELETE", path, ok=(404,))
 
