@@ -16,7 +16,7 @@ import yaml
 from tests.support import factory as F
 
 KUBECTL = shutil.which("kubectl")
-OVERLAYS = ["base", "overlays/openshift", "overlays/argocd", "overlays/openshift-rollout"]
+OVERLAYS = ["base", "overlays/openshift", "overlays/openshift-4.16", "overlays/argocd", "overlays/openshift-rollout"]
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on the PATH (it ships with this "
                                                          "project's machine image; kustomize comes with it)")
 
@@ -190,6 +190,43 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
             for r in doc.get("rules") or []:
                 if "machineconfigs" in r["resources"] or "*" in r["resources"]:
                     assert r["verbs"] == ["get"], (overlay, doc["metadata"]["name"], r)
+
+
+def test_the_pool_policy_ships_with_every_openshift_overlay_but_the_4_16_one():
+    """components/pool-policy (issue 31 item 2) is what overlays/openshift adds to
+    overlays/openshift-4.16: the policy on pools and its binding, nothing else, and they are in every
+    overlay built on overlays/openshift; the 4.16 overlay and base hold no admissionregistration
+    object (releases before 4.17 do not serve admissionregistration.k8s.io/v1 ones). Argo CD syncs
+    the policy before the RBAC whose `patch` it narrows. tests/realapi/test_realapi_pool_policy.py
+    proves its rules on a real server."""
+    with_policy = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift")}
+    without = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift-4.16")}
+    assert {k: v for k, v in with_policy.items() if k in without} == without       # nothing else changed
+    added = {k[0]: v for k, v in with_policy.items() if k not in without}
+    assert sorted(added) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-pools"}
+    policy = added["ValidatingAdmissionPolicy"]["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [F.MCO] and rule["resources"] == ["machineconfigpools"]      # not /status
+    assert rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
+    rollout = next(yaml.safe_load_all((F.ROOT / "kustomize/components/rollout/policy.yaml").read_text()))
+    assert policy["matchConditions"] == rollout["spec"]["matchConditions"]           # our SA, as there
+    assert all(v.get("reason") == "Forbidden" and v["message"].startswith("ocl-reconciler may ")
+               and "\n" not in v["message"] for v in policy["validations"])
+    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": "ocl-reconciler-pools",
+                                                                 "validationActions": ["Deny"]}
+    for overlay in ("base", "overlays/openshift-4.16"):
+        assert not [d for d in build(F.ROOT / "kustomize" / overlay)
+                    if d["apiVersion"].startswith("admissionregistration.k8s.io/")], overlay
+    ours = {k for k in with_policy if k not in without}
+    assert {_key(d) for d in build(F.ROOT / "kustomize/overlays/openshift-rollout")} >= ours
+    argocd = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/argocd")}
+    wave = {k: int(d["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", 0))
+            for k, d in argocd.items()}
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        assert wave[(kind, "", "ocl-reconciler-pools")] < wave[("ClusterRole", "", "ocl-reconciler")] \
+            == wave[("ClusterRoleBinding", "", "ocl-reconciler")]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

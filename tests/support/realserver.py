@@ -88,6 +88,11 @@ ROLLOUT_PATHS = {
     "ValidatingAdmissionPolicyBinding":
         "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"}
 ROLLOUT_POLICY = "ocl-reconciler-rollout"
+#: kustomize/components/pool-policy: what overlays/openshift adds to overlays/openshift-4.16 (the
+#: policy on pools and its binding; install_pool_policy())
+POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT = (F.ROOT / "kustomize/overlays/openshift",
+                                            F.ROOT / "kustomize/overlays/openshift-4.16")
+POOL_POLICY = "ocl-reconciler-pools"
 
 
 def cache_dir() -> Path:
@@ -400,8 +405,8 @@ class RealAPI:
         return live
 
     # the rollout component (kustomize/components/rollout) --------------------------------------
-    def rollout_objects(self) -> list[dict[str, Any]]:
-        """The objects kustomize/components/rollout adds to overlays/openshift, as rendered."""
+    def added_objects(self, overlay: Path, without: Path) -> list[dict[str, Any]]:
+        """The objects `overlay` renders and `without` does not: what a component adds."""
         def render(path: Path) -> list[dict[str, Any]]:
             out = subprocess.run([self.kubectl_path, "kustomize", str(path)], capture_output=True, text=True,
                                  check=True, timeout=60).stdout
@@ -409,25 +414,33 @@ class RealAPI:
 
         def key(d: dict[str, Any]) -> tuple[str, str, str]:
             return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
-        without = {key(d) for d in render(ROLLOUT_WITHOUT)}
-        added = [d for d in render(ROLLOUT_OVERLAY) if key(d) not in without]
+        excluded = {key(d) for d in render(without)}
+        added = [d for d in render(overlay) if key(d) not in excluded]
         unknown = [key(d) for d in added if d["kind"] not in ROLLOUT_PATHS or d["metadata"].get("namespace")]
         if unknown or not added:
-            raise RuntimeError(f"the rollout component adds {[key(d) for d in added]}; the harness knows "
-                               f"only cluster-scoped {sorted(ROLLOUT_PATHS)}")
+            raise RuntimeError(f"{overlay.name} adds {[key(d) for d in added]} to {without.name}; the harness "
+                               f"knows only cluster-scoped {sorted(ROLLOUT_PATHS)}")
         return added
 
-    def install_rollout(self) -> None:
-        """Install the rollout component as an administrator would (idempotent: an object already
-        there is replaced by the rendered one), then wait until its policy is enforced. Not part of
-        install_product: tests/realapi/test_realapi_rbac.py proves base's least privilege without it."""
-        for obj in self.rollout_objects():
+    def rollout_objects(self) -> list[dict[str, Any]]:
+        """The objects kustomize/components/rollout adds to overlays/openshift, as rendered."""
+        return self.added_objects(ROLLOUT_OVERLAY, ROLLOUT_WITHOUT)
+
+    def _put(self, objs: list[dict[str, Any]]) -> None:
+        """Create each object, or replace the one already there with it."""
+        for obj in objs:
             collection = ROLLOUT_PATHS[obj["kind"]]
             if self.request("POST", collection, obj, ok=(409,))[0] == 409:
                 path = f"{collection}/{obj['metadata']['name']}"
                 live = self.request("GET", path)[1]
                 self.request("PUT", path, dict(obj, metadata=dict(
                     obj["metadata"], resourceVersion=live["metadata"]["resourceVersion"])))
+
+    def install_rollout(self) -> None:
+        """Install the rollout component as an administrator would (idempotent: an object already
+        there is replaced by the rendered one), then wait until its policy is enforced. Not part of
+        install_product: tests/realapi/test_realapi_rbac.py proves base's least privilege without it."""
+        self._put(self.rollout_objects())
         self.wait_rollout("enforced", lambda status, message: status == 403 and
                            f"ValidatingAdmissionPolicy '{ROLLOUT_POLICY}'" in message)
 
@@ -455,16 +468,56 @@ class RealAPI:
                      "machineconfiguration.openshift.io/role": "probe",
                      "app.kubernetes.io/managed-by": "ocl-reconciler"}},
                  "spec": {"osImageURL": F.REPO + "@sha256:" + "0" * 64, "kernelArguments": ["probe"]}}
+        self._poll_as_reconciler(f"the rollout component is not {what}", done, "POST",
+                                 self.path("MachineConfig") + "?dryRun=All", probe)
+
+    def _poll_as_reconciler(self, failure: str, done: Any, method: str, path: str, body: Any,
+                            content_type: str = "application/json") -> None:
+        """Send one request as the reconciler (by impersonation) every 0.1 s until
+        `done(status, message)` holds; RuntimeError(failure) after 20 s."""
         deadline = time.monotonic() + 20
         while True:
-            status, body = self.request("POST", self.path("MachineConfig") + "?dryRun=All", probe,
-                                        as_user=RECONCILER, ok=(201, 403))
-            message = str(body.get("message")) if isinstance(body, dict) else str(body)
+            status, answer = self.request(method, path, body, content_type, as_user=RECONCILER,
+                                          ok=(201, 403, 422))
+            message = str(answer.get("message")) if isinstance(answer, dict) else str(answer)
             if done(status, message):
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the rollout component is not {what}: {status} {message}")
+                raise RuntimeError(f"{failure}: {status} {message}")
             time.sleep(0.1)
+
+    # the pool policy (kustomize/components/pool-policy) ------------------------------------------
+    def pool_policy_objects(self) -> list[dict[str, Any]]:
+        """The policy on pools and its binding, as overlays/openshift renders them."""
+        return self.added_objects(POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT)
+
+    def install_pool_policy(self) -> None:
+        """Create (or replace) the pool policy and its binding, then wait until the server enforces
+        it. Not part of install_product (kustomize/base): the other realapi modules run without it."""
+        self._put(self.pool_policy_objects())
+        self.wait_pool_policy("enforced", lambda status, message: status == 403 and
+                              f"ValidatingAdmissionPolicy '{POOL_POLICY}'" in message)
+
+    def remove_pool_policy(self) -> None:
+        """Delete the binding, wait until the reconciler's label patch passes again, then the policy."""
+        objs = sorted(self.pool_policy_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
+        for index, obj in enumerate(objs):
+            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
+            if index == 0:
+                self.wait_pool_policy("unbound", lambda status, message: status == 200)
+
+    def wait_pool_policy(self, what: str, done: Any) -> None:
+        """Poll until `done(status, message)` holds for the reconciler's dry-run patch adding a label
+        to a probe pool (made here as the admin, deleted after): the policy refuses it, RBAC allows it."""
+        probe = self.probe_pool(F.pool("probe-pools"))
+        path = self.path("MachineConfigPool", "", "probe-pools")
+        self.request("POST", self.path("MachineConfigPool"), probe, ok=(409,))
+        patch = [{"op": "add", "path": "/metadata/labels/probe", "value": "x"}]
+        try:
+            self._poll_as_reconciler(f"the pool policy is not {what}", done, "PATCH", path + "?dryRun=All",
+                                     patch, "application/json-patch+json")
+        finally:
+            self.request("DELETE", path, ok=(404,))
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
