@@ -203,6 +203,28 @@ def ops_on(base: Mapping[str, Any], gate: Gate, time: str) -> list[dict[str, Any
     return out + (patches.annotation_ops(base, change) if change else [])
 
 
+#: the MCO's upgrade waits for the pools labelled so (`syncRequiredMachineConfigPools`, pkg/operator/sync.go)
+REQUIRED_FOR_UPGRADE = "operator.machineconfiguration.openshift.io/required-for-upgrade"
+
+
+def shown(pool: Mapping[str, Any]) -> str:
+    """What status and explain say of the gate on this pool ("" when nothing)."""
+    ann = objects.annotations(pool)
+    record = ann.get(A.GATE)
+    if record == HELD:
+        upgrade = " (the MCO's upgrade waits for it: 'is paused and cannot sync until it is unpaused')" \
+            if REQUIRED_FOR_UPGRADE in objects.labels(pool) else ""
+        return f"held{upgrade}"
+    if record == RELEASED:
+        why = "build failed" if "failed" in ann.get(A.GATE_REASON, "") else "holdTimeout"
+        return f"released ({why})"
+    if record == ADMIN:
+        return "released by an administrator"
+    if paused(pool) and record != HELD:
+        return "paused by an administrator"
+    return ""
+
+
 def _message(move: Move, pool: Mapping[str, Any], timeout: int) -> str:
     name = objects.name(pool)
     return {
