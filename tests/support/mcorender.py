@@ -90,9 +90,9 @@ What this imitation does NOT prove:
   with no OSImageStream `cluster` (the imitation then uses the ControllerConfig), the wording of an unknown
   stream's error, and the MCO-generated MachineConfigs of a real cluster (00-worker, 01-worker-kubelet,
   97/98/99-*-generated-*: only what the test puts in exists).
-- Nothing about roll-out: the daemon's rebase and reboot, drain, maxUnavailable, node readiness, paused
-  pools beyond the Updating message, MachineConfigNodes, layered (MachineOSConfig) pools. `roll_out`
-  only writes the counts a finished or partial roll-out would show.
+- Nothing about roll-out: that is tests/support/mconode.py (the node controller and the daemon's
+  annotations, with what they do not prove). `roll_out` only writes the counts a finished or partial
+  roll-out would show, for tests without Nodes.
 """
 
 from __future__ import annotations
@@ -438,11 +438,36 @@ def _target(pool: dict[str, Any], rendered: dict[str, Any], ordered: list[dict[s
     cfg["source"] = sources(ordered)
 
 
+def update_conditions(pool: dict[str, Any], status: dict[str, Any], all_updated: bool,
+                      now: str = EPOCH) -> None:
+    """The `Updated` / `Updating` conditions and status.configuration as `calculateStatus`
+    (node/status.go) sets them on `status` for a non-layered pool: all updated -> Updated True ("All
+    nodes are updated with MachineConfig <target>", `getPoolUpdateLine`), Updating False, and
+    status.configuration becomes spec.configuration; else Updated False and Updating False with "Pool is
+    paused; will not update to ..." when spec.paused, True with "All nodes are updating to ..." when not.
+    tests/support/mconode.py computes `all_updated` from the nodes; `roll_out` from counts."""
+    target = (pool.get("spec") or {}).get("configuration") or {}
+    line = f"MachineConfig {target.get('name', '')}"          # getPoolUpdateLine
+    if all_updated:
+        set_condition(status, "Updated", "True", message=f"All nodes are updated with {line}", now=now)
+        set_condition(status, "Updating", "False", now=now)
+        status["configuration"] = copy.deepcopy(target)
+    else:
+        set_condition(status, "Updated", "False", now=now)
+        if (pool.get("spec") or {}).get("paused"):
+            set_condition(status, "Updating", "False",
+                          message=f"Pool is paused; will not update to {line}", now=now)
+        else:
+            set_condition(status, "Updating", "True",
+                          message=f"All nodes are updating to {line}", now=now)
+
+
 def roll_out(pool: dict[str, Any], updated: int, machines: int | None = None,
              now: str = EPOCH) -> dict[str, Any]:
     """A copy of the pool with the status `calculateStatus` (node/status.go) writes once `updated` of
     its `machines` (default: status.machineCount) are done on spec.configuration: the counts, and
-    status.configuration = spec.configuration only when all are."""
+    status.configuration = spec.configuration only when all are. For tests without Nodes; with Nodes,
+    tests/support/mconode.py computes the same from their annotations."""
     out = copy.deepcopy(pool)
     status = out.setdefault("status", {})
     total = machines if machines is not None else int(status.get("machineCount", updated))
@@ -451,20 +476,7 @@ def roll_out(pool: dict[str, Any], updated: int, machines: int | None = None,
     status.update(machineCount=total, updatedMachineCount=updated, readyMachineCount=updated,
                   unavailableMachineCount=0 if updated == total else status.get("unavailableMachineCount", 0),
                   degradedMachineCount=0)
-    target = (out.get("spec") or {}).get("configuration") or {}
-    line = f"MachineConfig {target.get('name', '')}"          # getPoolUpdateLine
-    if updated == total:
-        set_condition(status, "Updated", "True", message=f"All nodes are updated with {line}", now=now)
-        set_condition(status, "Updating", "False", now=now)
-        status["configuration"] = copy.deepcopy(target)
-    else:
-        set_condition(status, "Updated", "False", now=now)
-        if (out.get("spec") or {}).get("paused"):
-            set_condition(status, "Updating", "False",
-                          message=f"Pool is paused; will not update to {line}", now=now)
-        else:
-            set_condition(status, "Updating", "True",
-                          message=f"All nodes are updating to {line}", now=now)
+    update_conditions(out, status, updated == total, now)
     return out
 
 
