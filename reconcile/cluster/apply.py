@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from reconcile import registry
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Denied, Invalid, NotFound
 from reconcile.contract import admission, naming, objects
-from reconcile.core import images, lifecycle, mcolabel
+from reconcile.core import actions_table, decision, images, mcolabel
 from reconcile.core.actions import Action, PoolPlan, carried_out
 from reconcile.diff import view
 
@@ -298,9 +298,9 @@ def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime,
     lost = 0
     try:
         pool = cluster.get("MachineConfigPool", "", pool_name)
-        if pool is None or not lifecycle.opted_in(pool) or mcolabel.carries(pool):    # its record stays
+        if pool is None or not decision.opted_in(pool) or mcolabel.carries(pool):    # its record stays
             return 0
-        for action in lifecycle.blocked(pool, message, now).actions:
+        for action in actions_table.blocked(pool, message, now).actions:
             if action.obj.get("kind") == "Event":
                 lost += not _tell(cluster, action, pool_name)
             else:

@@ -17,13 +17,22 @@ from reconcile.cluster import Cluster, Forbidden, NotFound
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, images, lifecycle, rollout, rolloutcheck
+from reconcile.core import (
+    actions_table,
+    carryforward,
+    decision,
+    desired,
+    images,
+    rollout,
+    rolloutcheck,
+    transitions,
+)
 from reconcile.core.actions import PoolPlan
 from reconcile.imagebuild import builders, buildinputs, clusterfacts, osstream, proxy, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Transitions after which the pool's rendered config is checked for our image.
-CHECKED_AFTER = frozenset({lifecycle.Transition.BUILT, lifecycle.Transition.EQUIVALENT})
+CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT})
 
 #: Kinds whose objects we create, hence LIST with our selector.
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
@@ -214,8 +223,8 @@ def moved_notice(pools: Iterable[dict[str, Any]], namespace: str) -> str | None:
     versions lived): read from the pools alone, as we may not list there."""
     found: dict[str, list[str]] = {}
     for pool in pools:
-        old = lifecycle.moved_from(objects.annotations(pool), namespace)
-        if old and lifecycle.opted_in(pool):
+        old = carryforward.moved_from(objects.annotations(pool), namespace)
+        if old and decision.opted_in(pool):
             found.setdefault(old, []).append(objects.name(pool))
     return "; ".join(MOVED.format(pools=", ".join(sorted(names)), old=old, namespace=namespace)
                      for old, names in sorted(found.items())) or None
@@ -226,7 +235,7 @@ def stranded(pools: Iterable[dict[str, Any]], plans: Iterable[PoolPlan] = (),
     """The opted-in pools that have (or get in these plans) an image that none of our rollout
     MachineConfigs hands to the MCO."""
     handed = set(rollout.view((), machineconfigs, ()).ours)
-    imaged = {objects.name(p) for p in pools if lifecycle.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
+    imaged = {objects.name(p) for p in pools if decision.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
     return sorted((imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED}) - handed)
 
 
@@ -252,7 +261,7 @@ class Planner:
     registry_client: registry.Client | None = None
     lookups: dict[str, images.Lookup] = field(default_factory=dict)
     #: the last plan's decisions by pool (render prints what they keep)
-    decided: dict[str, lifecycle.Decision] = field(default_factory=dict)
+    decided: dict[str, decision.Decision] = field(default_factory=dict)
 
     def _lookup(self, image: str) -> images.Lookup:
         """Does the registry still have an image we would reuse? Asked once per run; a failure
@@ -269,7 +278,7 @@ class Planner:
 
     def _read_machineconfigs(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
-            self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or lifecycle.MISSING
+            self.machineconfigs[name] = self.cluster.get("MachineConfig", "", name) or decision.MISSING
 
     def read(self, wanted: Iterable[str]) -> None:
         """Read these MachineConfigs and the build material, each at most once."""
@@ -316,35 +325,35 @@ class Planner:
         valid = isinstance(self.seen.settings, Settings)     # else every pool is Blocked: read nothing
         everyone = self._everyone(pools)
         fresh = {(o.get("kind"), objects.name(o)) for o in owned}
-        view = lifecycle.rollout_view(self.seen.settings, everyone.values(), owned + [
+        view = decision.rollout_view(self.seen.settings, everyone.values(), owned + [
             o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
-        scope = lifecycle.in_scope(pools, owned, only)
-        last = {lifecycle.rendered_config(e.pool): i for i, e in enumerate(scope) if e.pool is not None}
+        scope = decision.in_scope(pools, owned, only)
+        last = {decision.rendered_config(e.pool): i for i, e in enumerate(scope) if e.pool is not None}
         from_nodes = clusterfacts.unrecorded(pools, only) if valid else frozenset()
         facts = self._facts(pools, only, from_nodes) if valid else clusterfacts.ClusterFacts()
         due: clusterfacts.ClusterFacts | None = None            # with the nodes, once some build is due
         for i, entry in enumerate(scope):
             if valid and entry.pool is not None:
-                self._read_machineconfigs(lifecycle.unknown_content([entry.pool]))
-            d = lifecycle.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts, self.now)
+                self._read_machineconfigs(decision.unknown_content([entry.pool]))
+            d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts, self.now)
             if d.needs_build and entry.name not in from_nodes:
                 # its build is due: decided again on its nodes' architecture, not the one recorded
                 due = due or self._facts(pools, only, from_nodes | {entry.name})
-                d = lifecycle.decide_one(self.seen.settings, entry, self.machineconfigs, view,
+                d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
                                          due.with_fresh(from_nodes | {entry.name}), self.now)
             if d.candidate:
-                d = lifecycle.with_lookup(d, self._lookup(d.candidate))
+                d = decision.with_lookup(d, self._lookup(d.candidate))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
             d = self._check_rollout(d)
             self.decided[d.pool_name] = d
-            yield lifecycle.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
+            yield actions_table.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
                                 if d.needs_build else None, self.material)
             if not hold:
                 for name in [n for n in self.machineconfigs if last.get(n, -1) <= i]:
                     del self.machineconfigs[name]
 
-    def _check_rollout(self, d: lifecycle.Decision) -> lifecycle.Decision:
+    def _check_rollout(self, d: decision.Decision) -> decision.Decision:
         """With `rollout: machineconfig`, a built pool whose rendered config includes our
         MachineConfig and was not checked yet (`rolloutcheck.due`): that rendered config is read
         (one GET, none when the content digest's read made it already) and, only when its
@@ -354,7 +363,7 @@ class Planner:
         ours = d.rollout.ours.get(d.pool_name)
         if not rolloutcheck.due(d.pool, ours):
             return d
-        name = lifecycle.rendered_config(d.pool)
+        name = decision.rendered_config(d.pool)
         self._read_machineconfigs([name])
         rendered = self.machineconfigs.get(name)
         if not rendered:                    # gone: the pool renders again; checked then

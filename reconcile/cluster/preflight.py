@@ -14,7 +14,7 @@ from typing import Any
 from reconcile import registry
 from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe
 from reconcile.contract import admission, objects
-from reconcile.core import desired, images, lifecycle, rolloutcheck
+from reconcile.core import decision, desired, images, rolloutcheck, transitions
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
 from reconcile.output import preflight as P
@@ -201,11 +201,11 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
     for name, d in sorted(planner.decided.items()):
         # decided to build but blocked by what the build needs (a Secret): as the run records it
         f.decisions[name] = ((d.transition.name, d.problem) if d.problem or name not in blocked
-                             else (lifecycle.Transition.BLOCKED.name, blocked[name]))
+                             else (transitions.Transition.BLOCKED.name, blocked[name]))
     f.rollouts = rolloutcheck.problems(images.pools_after(seen.pools, plans or []), seen.owned)
     buildable = [d for _, d in sorted(planner.decided.items())
-                 if d.inputs is not None and d.transition is not lifecycle.Transition.BLOCKED
-                 and d.pool is not None and lifecycle.opted_in(d.pool)]
+                 if d.inputs is not None and d.transition is not transitions.Transition.BLOCKED
+                 and d.pool is not None and decision.opted_in(d.pool)]
     if not buildable:
         f.dry_run_skipped = "no opted-in pool can be built"
         return
@@ -218,7 +218,7 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
         return
     try:
         objs = desired.objects(seen.settings, d.pool, d.inputs, d.builder, planner.machineconfigs.get(
-            d.inputs.rendered_config) or lifecycle.MISSING, material, d.attempt)
+            d.inputs.rendered_config) or decision.MISSING, material, d.attempt)
     except desired.Blocked as err:
         f.dry_run_skipped = str(err)
         return
@@ -234,5 +234,5 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
         f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name,
                              "" if admitted else str(err), err.status)
         if not admitted:        # the run's create would be refused the same way: the pool is Blocked
-            f.decisions[d.pool_name] = (lifecycle.Transition.BLOCKED.name,
+            f.decisions[d.pool_name] = (transitions.Transition.BLOCKED.name,
                                         f"create {build['kind']} {objects.name(build)}: {err}")

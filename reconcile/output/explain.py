@@ -14,7 +14,16 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import desired, images, lifecycle, mcolabel, rollout, rolloutcheck
+from reconcile.core import (
+    actions_build,
+    decision,
+    desired,
+    images,
+    mcolabel,
+    rollout,
+    rolloutcheck,
+    transitions,
+)
 from reconcile.core.actions import PoolPlan
 from reconcile.diff import view
 from reconcile.imagebuild import osstream, templates
@@ -40,7 +49,7 @@ def _phase(obj: Mapping[str, Any] | None) -> str:
     return str(((obj or {}).get("status") or {}).get("phase") or "") if obj else ""
 
 
-def _live_build(d: lifecycle.Decision | None) -> dict[str, Any] | None:
+def _live_build(d: decision.Decision | None) -> dict[str, Any] | None:
     if d is None or d.build_obj is None:
         return None
     status = d.status
@@ -50,7 +59,7 @@ def _live_build(d: lifecycle.Decision | None) -> dict[str, Any] | None:
             "transient": bool(status and status.transient)}
 
 
-def _what_changed(d: lifecycle.Decision, ref: str) -> str:
+def _what_changed(d: decision.Decision, ref: str) -> str:
     """Why the recorded build is not the current one, as far as the pool's record can tell (the
     build id is a hash: what it hashed is not kept, only the rendered config and rebuild token)."""
     ann = objects.annotations(d.pool or {})
@@ -71,7 +80,7 @@ def _what_changed(d: lifecycle.Decision, ref: str) -> str:
     return f"; the pool's record is about {old}: {why}"
 
 
-def _fields(name: str, d: lifecycle.Decision | None, namespace: str) -> dict[str, str]:
+def _fields(name: str, d: decision.Decision | None, namespace: str) -> dict[str, str]:
     values = dict.fromkeys(FIELDS, "")
     values.update(pool=name, namespace=namespace, label=A.LAYERING_LABEL, rebuild_key=A.REBUILD,
                   move_label=" && ".join(mcolabel.commands(name)),
@@ -96,7 +105,7 @@ def _fields(name: str, d: lifecycle.Decision | None, namespace: str) -> dict[str
                   recorded_for=_what_changed(d, ref), candidate=d.candidate or "",
                   found=("a snapshot is a simulation: the registry is taken to have it"
                          if d.lookup and d.lookup.simulated else "the registry still has its manifest"),
-                  not_reused="".join(f"; {why}" for why in [lifecycle.not_reused(d.lookup)] if why),
+                  not_reused="".join(f"; {why}" for why in [actions_build.not_reused(d.lookup)] if why),
                   retry_cause=(f"{d.builder.kind} {build_name} failed for a transient reason{message}"
                                if status else gone))
     return values
@@ -132,7 +141,7 @@ def _action_line(action: Any) -> str:
     return f"{action.verb} {what}"
 
 
-def _rollout(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
+def _rollout(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | None,
              plan: PoolPlan | None) -> dict[str, Any] | None:
     """With our rollout MachineConfig for the pool: what status's ROLLOUT says, on the pool as this
     run leaves it (a check it makes is counted), and what it means; None without one."""
@@ -147,7 +156,7 @@ def _rollout(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | 
             "degraded": found.degraded, "because": found.describe(name, objects.name(ours))}
 
 
-def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | None,
+def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | None,
             plan: PoolPlan | None, namespace: str, pools: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The report on one pool. `pool`: as read (None: there is none); `d`, `plan`: what the planner
     decided and planned for it (None: nothing, i.e. not opted in and nothing of ours); `pools`:
@@ -160,11 +169,11 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: lifecycle.Decision | N
     words = templates.table("explain.yaml")["transitions"][row]
     inp = d.inputs if d is not None else None
     content = A.recorded_content(objects.annotations(pool or {}), inp.rendered_config) if inp else None
-    transition = getattr(lifecycle.Transition, row, None)
+    transition = getattr(transitions.Transition, row, None)
     return {
         "pool": name,
         "exists": pool is not None,
-        "optedIn": bool(pool is not None and lifecycle.opted_in(pool) and not mcolabel.carries(pool)),
+        "optedIn": bool(pool is not None and decision.opted_in(pool) and not mcolabel.carries(pool)),
         "mcoLabel": bool(pool is not None and mcolabel.carries(pool)),
         "renderedConfig": {"name": inp.rendered_config if inp else
                            ((pool or {}).get("spec") or {}).get("configuration", {}).get("name"),

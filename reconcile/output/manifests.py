@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.core import desired, lifecycle, rollout
+from reconcile.core import decision, desired, rollout
 from reconcile.core.actions import PoolPlan
 
 
@@ -23,14 +23,14 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return obj.get("kind", ""), objects.name(obj)
 
 
-def kept(d: lifecycle.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+def kept(d: decision.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
     """(objects the plan creates, live objects of the current build id that it keeps)."""
     created = [a.obj for a in plan.actions if a.verb == "create" and a.obj.get("kind") != "Event"]
     gone = {_key(a.obj) for a in plan.actions if a.verb == "delete"} | {_key(o) for o in created}
     return created, [o for o in d.current if _key(o) not in gone]
 
 
-def render(pairs: Iterable[tuple[lifecycle.Decision, PoolPlan]],
+def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
            machineconfig: Callable[[str], Mapping[str, Any] | None],
            material: desired.Material | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """(objects, problems, notes): a problem is a Blocked pool; a note is said on stderr without

@@ -12,7 +12,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import images, lifecycle, rollout, rolloutcheck
+from reconcile.core import decision, images, rollout, rolloutcheck
 
 #: `ocl_rollout_nodes`' states: the pool's status counts, while its rendered config holds our image
 NODE_STATES = ("updated", "total", "degraded")
@@ -55,7 +55,7 @@ def rollouts(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, An
     ours = rollout.view((), [m for m in mcs.values() if m], ()).ours
     return {objects.name(p): rolloutcheck.state(p, ours[objects.name(p)], objects.annotations(p).get(A.IMAGE))
             for p in images.pools_after(pools, plans)
-            if lifecycle.opted_in(p) and objects.name(p) in ours}
+            if decision.opted_in(p) and objects.name(p) in ours}
 
 
 def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float,

@@ -18,7 +18,7 @@ from typing import Any
 from reconcile.contract import admission, objects
 from reconcile.contract import annotations as A
 from reconcile.contract.problem import Problem
-from reconcile.core import lifecycle, mcolabel, rollout
+from reconcile.core import decision, mcolabel, rollout
 from reconcile.imagebuild import auth, builders, imageref, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
@@ -501,7 +501,7 @@ def _mco_builder(f: Facts) -> list[Line]:
     if f.machineosconfigs_error:
         return [(WARN, f"cannot list MachineOSConfigs: {f.machineosconfigs_error}",
                  "run preflight as a user who may (oc get machineosconfigs)")]
-    opted = {objects.name(p) for p in f.pools if lifecycle.opted_in(p)}
+    opted = {objects.name(p) for p in f.pools if decision.opted_in(p)}
     out: list[Line] = []
     for mosc in f.machineosconfigs or []:
         pool = str(((mosc.get("spec") or {}).get("machineConfigPool") or {}).get("name") or "")
@@ -538,12 +538,12 @@ def _pools(f: Facts) -> list[Line]:
     foreign = sorted((p for p in f.pools if mcolabel.carries(p)), key=objects.name)
     out: list[Line] = [(FAIL, mcolabel.problem(objects.name(p), s.release_version),
                         " && ".join(mcolabel.commands(objects.name(p)))) for p in foreign]
-    opted = sorted((p for p in f.pools if lifecycle.opted_in(p) and not mcolabel.carries(p)),
+    opted = sorted((p for p in f.pools if decision.opted_in(p) and not mcolabel.carries(p)),
                    key=objects.name)
     if not opted and not foreign:
         return [(WARN, f"no MachineConfigPool is labelled {A.LAYERING_LABEL}: nothing is built",
                  f"label a pool to start: oc label mcp/worker {A.LAYERING_LABEL}=")]
-    view = lifecycle.rollout_view(s, f.pools, f.owned)
+    view = decision.rollout_view(s, f.pools, f.owned)
     for pool in opted:
         name = objects.name(pool)
         transition, problem = f.decisions.get(name, ("", ""))
@@ -581,7 +581,7 @@ def _pool_admission(f: Facts) -> list[Line]:
     else:
         served, result = "not served here; OpenShift 4.18 and later deploy it", WARN
     out: list[Line] = []
-    opted = sorted((p for p in f.pools if lifecycle.opted_in(p)), key=objects.name)
+    opted = sorted((p for p in f.pools if decision.opted_in(p)), key=objects.name)
     for pool in opted:
         admitted, why = admission.admits_selector(pool)
         if not admitted:

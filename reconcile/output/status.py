@@ -11,7 +11,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import hold, lifecycle, mcolabel, rollout, rolloutcheck
+
+from reconcile.core import decision, hold, mcolabel, rollout, rolloutcheck
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
@@ -39,7 +40,7 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
     (`rollout: machineconfig`), ROLLOUT says how far the MCO rolled the image out, and a pool
     that inherits one gets a row of its own."""
     pools = sorted(pools, key=objects.name)
-    v = rollout.view(pools, machineconfigs, [objects.name(p) for p in pools if lifecycle.opted_in(p)])
+    v = rollout.view(pools, machineconfigs, [objects.name(p) for p in pools if decision.opted_in(p)])
     out = []
     for pool in pools:
         ann = objects.annotations(pool)
@@ -49,8 +50,8 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
             out.append((name, ann.get(A.RENDERED, "<none>"), f"{A.BLOCKED}{recorded}", "-",
                         ann.get(A.IMAGE, "<none>"), age(ann.get(A.TRANSITION), now),
                         ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
-        elif lifecycle.opted_in(pool) or A.STATE in ann:
-            state = ann.get(A.STATE, "<none>") if lifecycle.opted_in(pool) else "OptedOut"
+        elif decision.opted_in(pool) or A.STATE in ann:
+            state = ann.get(A.STATE, "<none>") if decision.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
             shown = "; ".join(t for t in (rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None
                                           else "", hold.shown(pool)) if t) or "-"

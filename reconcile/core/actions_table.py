@@ -1,0 +1,84 @@
+"""A decided transition -> its actions: `ACTIONS` maps each row of the lifecycle table to one function
+(core/actions_build.py, core/actions_pool.py), `act` runs it on a `Step` and returns the pool's plan.
+
+Each run looks at the cluster once. The pool's annotations say which build the recorded state is
+about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one: objects
+are created before the state that names them is written, and a success (or a retry's new
+attempt) is recorded before the older build objects are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.contract.problem import Problem
+from reconcile.core import desired
+from reconcile.core.actions import PoolPlan
+from reconcile.core.actions_build import (
+    built,
+    equivalent,
+    give_up,
+    progress,
+    reuse,
+    start,
+    stay_failed,
+    succeed,
+)
+from reconcile.core.actions_pool import mco_label, opt_out, pool_gone
+from reconcile.core.actions_step import Step, forget, record_blocked
+from reconcile.core.decision import MISSING, Decision, decide_cluster
+from reconcile.core.transitions import Transition
+from reconcile.imagebuild import clusterfacts
+from reconcile.imagebuild.settings import Settings
+
+ACTIONS: dict[Transition, Callable[[Step, Mapping[str, Any] | None, desired.Material | None], None]] = {
+    Transition.START: start, Transition.RETRY: start, Transition.REUSE: reuse,
+    Transition.PROGRESS: progress,
+    Transition.SUCCEED: succeed, Transition.FAIL: progress, Transition.STAY_FAILED: stay_failed,
+    Transition.GIVE_UP: give_up, Transition.BUILT: built, Transition.EQUIVALENT: equivalent,
+    Transition.OPT_OUT: opt_out,
+    Transition.POOL_GONE: pool_gone,
+    Transition.BLOCKED: lambda s, mc, material: record_blocked(s, s.d.problem),
+    Transition.MCO_LABEL: mco_label,
+}
+
+
+def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = None,
+         material: desired.Material | None = None) -> PoolPlan:
+    """The actions of a decided transition. `machineconfig` (or MISSING) and `material` matter
+    only to transitions in NEEDS_BUILD, so only then does the shell read them."""
+    step = Step(d, PoolPlan(d.pool_name, objects.annotations(d.pool or {}).get(A.STATE),
+                            transition=d.transition.name), now)
+    if d.inputs is not None and d.settings is not None:
+        step.base = {A.RENDERED: d.inputs.rendered_config,
+                     A.CONTENT: A.content(d.inputs.rendered_config, d.inputs.content),
+                     A.ARCH: d.inputs.arch, A.OS_STREAM: d.inputs.os_stream or None,
+                     A.BUILDER_IMAGE: d.inputs.builder_image or None,
+                     A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
+                     A.ATTEMPT: str(d.attempt)}
+        if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
+            step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
+    ACTIONS[d.transition](step, machineconfig, material)
+    if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
+        forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
+    return step.plan
+
+
+def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:
+    return act(Decision(Transition.BLOCKED, objects.name(pool), pool, problem=message), now)
+
+
+def plan_cluster(settings: Settings | Problem, pools: list[Mapping[str, Any]], owned: list[Mapping[str, Any]],
+                 now: datetime, machineconfigs: Mapping[str, Mapping[str, Any]] | None = None,
+                 only: Iterable[str] = (), material: desired.Material | None = None,
+                 facts: clusterfacts.ClusterFacts | None = None) -> list[PoolPlan]:
+    """decide_cluster then plan, for callers that already hold every MachineConfig (one not in
+    `machineconfigs` is taken as missing)."""
+    mcs = machineconfigs or {}
+    return [act(d, now, mcs.get(d.inputs.rendered_config, MISSING) if d.needs_build else None, material)
+            for d in decide_cluster(settings, pools, owned, only, mcs, facts=facts, now=now)]
+
