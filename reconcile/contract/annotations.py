@@ -46,6 +46,15 @@ IMAGES_LIMIT = 50
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 
+#: The rollout gate's record on the pool (core/hold.py): `held` (we paused it), `rolling` (we let it
+#: roll out a config that carries its image), `released` (a failed build or holdTimeout released
+#: it), `admin` (someone unpaused it while we held it: not paused again until this key is removed);
+#: for which rendered config, since when, and why a release happened.
+GATE = PREFIX + "gate"
+GATE_CONFIG = PREFIX + "gate-config"
+GATE_SINCE = PREFIX + "gate-since"
+GATE_REASON = PREFIX + "gate-reason"
+
 #: Opt-in label on the pool (presence only; any value).
 LAYERING_LABEL = PREFIX + "layering-enabled"
 #: The MCO's own layering switch, our opt-in before: a pool carrying it is reported, not built

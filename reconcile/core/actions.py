@@ -39,6 +39,8 @@ class PoolPlan:
     transition: str = ""
     #: Pools that will roll out the image this plan writes into a MachineConfig (rollout: machineconfig).
     rollout: tuple[str, ...] = ()
+    #: The rollout gate's move for the pool (core/hold.py `Move` name; "" when there is none).
+    hold: str = ""
 
     @property
     def blocked(self) -> bool:

@@ -18,6 +18,7 @@ from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired
 from reconcile.core.actions import PoolPlan
+from reconcile.core.actions_hold import gate
 from reconcile.core.actions_build import (
     built,
     equivalent,
@@ -65,6 +66,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
     ACTIONS[d.transition](step, machineconfig, material)
     if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
         forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
+    gate(step)                                        # after every other write of the pool: core/hold.py
     return step.plan
 
 

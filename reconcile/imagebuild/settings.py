@@ -29,6 +29,14 @@ BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
 #: renders and rolls out (core/rollout.py).
 ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG = "annotation", "machineconfig"
 ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
+#: With `rollout: machineconfig`, whether the reconciler keeps each pool it builds paused until the
+#: pool renders a config whose image content its image carries (key `rolloutGate`, core/hold.py):
+#: `hold`, the default, one disruption per change; `none`, the MCO rolls each rendered config out
+#: at once (new files on the old image first, then the image).
+GATE_HOLD, GATE_NONE = "hold", "none"
+GATE_MODES = (GATE_HOLD, GATE_NONE)
+#: key `holdTimeout`: a hold older than this releases the pool (a duration: 2h, 90m, 1h30m, 600s)
+DEFAULT_HOLD_TIMEOUT = 7200
 #: The build Pod's image where the cluster has no MCO (plain Kubernetes): a moving tag, so set
 #: `buildahImage` (README, "The builder image").
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
@@ -88,10 +96,17 @@ class Settings:
     #: the build's requests and limits ({"requests": {...}, "limits": {...}}) and deadline
     build_resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _resources({}))
     build_timeout: int = DEFAULT_BUILD_TIMEOUT
+    rollout_gate: str = GATE_HOLD
+    hold_timeout: int = DEFAULT_HOLD_TIMEOUT
 
     @property
     def machineconfig_rollout(self) -> bool:
         return self.rollout == ROLLOUT_MACHINECONFIG
+
+    @property
+    def holds(self) -> bool:
+        """The rollout gate is on: `rollout: machineconfig` and `rolloutGate: hold`."""
+        return self.machineconfig_rollout and self.rollout_gate == GATE_HOLD
 
 
 def _data(cm: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -153,6 +168,10 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if rollout not in ROLLOUT_MODES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
                             f"(want one of {', '.join(ROLLOUT_MODES)})")
+    gate = (build.get("rolloutGate") or "").strip() or GATE_HOLD
+    if gate not in GATE_MODES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rolloutGate': unknown value {gate!r} "
+                            f"(want one of {', '.join(GATE_MODES)})")
     buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
         else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
     osurl = _data(configmaps[OSIMAGEURL])
@@ -170,6 +189,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
+        rollout_gate=gate, hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
     )
 
 
@@ -203,6 +223,24 @@ def _timeout(build: Mapping[str, str]) -> int:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {BUILD_TIMEOUT_KEY!r}: {value!r} is not a "
                             "positive number of seconds")
     return int(value)
+
+
+_DURATION = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+
+
+def _duration(build: Mapping[str, str], key: str, default: int) -> int:
+    """Seconds of a duration key, written as Go's time.ParseDuration writes whole units: 2h, 90m,
+    1h30m, 600s."""
+    value = str(build.get(key) or "").strip()
+    if not value:
+        return default
+    found = _DURATION.match(value)
+    seconds = sum(int(n or 0) * unit for n, unit in zip(found.groups(), (3600, 60, 1), strict=True)) \
+        if found else 0
+    if seconds <= 0:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a positive duration "
+                            "(e.g. 2h, 90m, 1h30m, 600s)")
+    return seconds
 
 
 def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> str:

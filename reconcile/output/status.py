@@ -1,6 +1,7 @@
 """`status`: what the pool annotations say, as a table (POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE).
 ROLLOUT is how far the MCO rendered and rolled out the image our MachineConfig hands it
-(core/rolloutcheck.py), `-` without one (`rollout: annotation`)."""
+(core/rolloutcheck.py), and what the rollout gate does to the pool (core/hold.py: `held`, `paused by
+an administrator`, `released (...)`), `-` without either (`rollout: annotation`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import decision, mcolabel, rollout, rolloutcheck
+
+from reconcile.core import decision, hold, mcolabel, rollout, rolloutcheck
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
@@ -51,7 +53,8 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
         elif decision.opted_in(pool) or A.STATE in ann:
             state = ann.get(A.STATE, "<none>") if decision.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
-            shown = rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None else "-"
+            shown = "; ".join(t for t in (rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None
+                                          else "", hold.shown(pool)) if t) or "-"
             message = "; ".join(m for m in (ann.get(A.MESSAGE, ""), ann.get(A.PRUNE_ERROR, "")) if m)
             out.append((name, ann.get(A.RENDERED, "<none>"), state, shown, ann.get(A.IMAGE, "<none>"),
                         age(ann.get(A.TRANSITION), now), message))

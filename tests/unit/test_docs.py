@@ -105,7 +105,7 @@ def test_the_anchor_rule_is_githubs():
     """Cases from GitHub's rendering of headings of these docs."""
     assert anchors(F.ROOT / "docs" / "rollout.md") >= {"1-which-openshift-what-reads-what",
                                                        "2-rollout-machineconfig",
-                                                       "3-cluster-upgrades-one-reboot-or-two"}
+                                                       "3-one-disruption-per-change-the-rollout-gate"}
 
 
 def links(path: Path) -> list[str]:

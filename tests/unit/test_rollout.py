@@ -42,10 +42,12 @@ def mco_pool(name: str, roles: tuple[str, ...], opted_in: bool = True, stream: s
     return pool
 
 
-def world(*pools: dict, rollout_mode: str = "machineconfig", extra: tuple = ()) -> list[dict]:
-    """Settings, the pools, their MachineConfigs, rendered by the MCO (imitated)."""
+def world(*pools: dict, rollout_mode: str = "machineconfig", extra: tuple = (), gate: str = "none") -> list[dict]:
+    """Settings, the pools, their MachineConfigs, rendered by the MCO (imitated). The rollout gate is
+    off unless asked for (`gate="hold"`, the product's default: tests/unit/test_gate.py): these
+    scenarios are about the MachineConfig's handover."""
     pools = pools or (mco_pool("worker", ("worker",)),)
-    items = [F.build_config(rollout=rollout_mode), F.osimageurl(), F.secret("pull-secret"),
+    items = [F.build_config(rollout=rollout_mode, rolloutGate=gate), F.osimageurl(), F.secret("pull-secret"),
              F.secret("push-secret"), *copy.deepcopy(pools),
              source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True),
              source_mc("50-infra", "infra", {"/etc/infra": "infra"}), *extra]

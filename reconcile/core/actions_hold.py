@@ -1,0 +1,69 @@
+"""The rollout gate's share of a pool's plan (core/hold.py decides it): made after the transition's
+own actions, from the pool as they leave it, and merged into the plan's one patch of the pool so
+that the pause and its record, and the state they follow from, are written together."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.core import events, hold, patches
+from reconcile.core.actions import Action
+from reconcile.core.actions_step import Step, rfc3339
+from reconcile.core.transitions import Transition
+from reconcile.imagebuild.settings import DEFAULT_HOLD_TIMEOUT
+
+#: the rows whose pool is not one we build: the gate lets go of it
+NOT_OURS = (Transition.OPT_OUT, Transition.POOL_GONE, Transition.MCO_LABEL)
+
+
+def applies(s: Step) -> bool:
+    """The gate is on for this pool: a pool we build, `rollout: machineconfig`, `rolloutGate: hold`.
+    Without valid settings a pool we hold stays held (bounded by the default holdTimeout)."""
+    if s.d.transition in NOT_OURS:
+        return False
+    if s.d.settings is None:
+        return s.ann.get(A.GATE) == hold.HELD
+    return s.d.settings.holds
+
+
+def gate(s: Step) -> None:
+    pool = s.d.pool
+    if pool is None:
+        return
+    index, base = _pool_patch(s)
+    timeout = s.d.settings.hold_timeout if s.d.settings is not None else DEFAULT_HOLD_TIMEOUT
+    g = hold.plan(pool, objects.annotations(base), applies(s), s.now, timeout)
+    s.plan.hold = g.move.name
+    said = hold.shown(pool) if g.move in (hold.Move.ADMIN_PAUSED, hold.Move.ADMIN) else ""
+    ops = hold.ops_on(base, g, rfc3339(s.now))
+    if said:
+        s.plan.notes.append(g.message)
+    if not ops:
+        return
+    if g.move in hold.EVENTS:
+        reason, warning = hold.EVENTS[g.move]
+        s.plan.notes.append(g.message)
+        s.plan.actions.insert(index if index is not None else len(s.plan.actions), Action("create", events.notice(
+            pool, reason, g.message, f"{g.move.name}={hold.rendered(pool)}", rfc3339(s.now),
+            objects.annotations(pool).get(A.GATE_SINCE, ""), kind="Warning" if warning else "Normal")))
+        index = index + 1 if index is not None else None
+    if index is None:
+        s.plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+    else:
+        old = s.plan.actions[index]
+        both = (*old.patch, *ops)
+        s.plan.actions[index] = Action("patch", old.obj, both, patches.apply(pool, list(both)))
+
+
+def _pool_patch(s: Step) -> tuple[int | None, Mapping[str, Any]]:
+    """The index of the plan's patch of the pool and the pool as the plan's patches leave it."""
+    pool: Mapping[str, Any] = s.d.pool or {}
+    found = None
+    for i, action in enumerate(s.plan.actions):
+        if action.verb == "patch" and action.obj.get("kind") == "MachineConfigPool":
+            found = i if found is None else found
+            pool = patches.apply(pool, [op for op in action.patch])
+    return found, pool

@@ -1,0 +1,147 @@
+"""The rollout gate end to end (issue 30): the reconciler's runs, the MCO's render and node
+controllers and its daemon (tests/support/mcorender.py, tests/support/mconode.py, each held to the
+upstream rules they cite), the kubelet finishing builds (examples/kubelet.py). Between two runs the
+MCO acts first, as it does on a cluster (seconds against the CronJob's minutes). Every node update is
+counted, and whether it changed the OS image: with the gate, a change reaches each node once, files and
+image together; with `rolloutGate: none`, twice (the figures in docs/rollout.md)."""
+
+from __future__ import annotations
+
+import copy
+
+import kubelet  # examples/kubelet.py
+import pytest
+
+from reconcile.contract import annotations as A
+from reconcile.core import hold
+from tests.support import factory as F
+from tests.support import mconode
+from tests.unit.test_rollout import mco_pool, ours, source_mc
+
+pytestmark = pytest.mark.usefixtures("builder")
+NODES = ("w1", "w2")
+
+
+def cluster(gate="hold", paused=None):
+    pool = mco_pool("worker", ("worker",))
+    pool["spec"]["maxUnavailable"] = 1
+    if paused is not None:
+        pool["spec"]["paused"] = paused
+    items = [F.build_config(rollout="machineconfig", rolloutGate=gate), F.osimageurl(), F.secret("pull-secret"),
+             F.secret("push-secret"), pool, *(F.node(n, "worker") for n in NODES),
+             source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)]
+    items, _ = mconode.settle(mconode.first_boot(items), F.BASE)
+    return items
+
+
+def cycle(cli, items, counter, outcome="Succeeded", runs=8):
+    """Runs of the reconciler with the MCO settling before each; builds end as `outcome`. Returns the
+    items once a run writes nothing and the MCO has nothing left to do."""
+    for n in range(runs):
+        items, _ = mconode.settle(items, F.BASE, counter)
+        code, items, err = cli.run(items)
+        assert code in (0, 2), err
+        for obj in F.owned(items, "worker"):
+            if obj["kind"] in ("Pod", "Build") and not (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed",
+                                                                                              "Complete"):
+                items = copy.deepcopy(items)
+                for o in F.owned(items, "worker"):
+                    if o["kind"] in ("Pod", "Build") and o["metadata"]["name"] == obj["metadata"]["name"]:
+                        kubelet.set_phase(o, outcome, digest=kubelet.digest_for(o["metadata"]["name"])
+                                          if outcome == "Succeeded" else None)
+        if "0 created, 0 patched, 0 deleted" in err.splitlines()[-1] and n > 0:
+            settled, _ = mconode.settle(items, F.BASE, counter)
+            if settled == items:
+                return items
+            items = settled
+    raise AssertionError(f"not converged after {runs} runs")
+
+
+def pool(items):
+    return F.the_pool(items)
+
+
+def rendered(items):
+    return F.find(items, "MachineConfig", pool(items)["spec"]["configuration"]["name"])[0]
+
+
+def files(mc):
+    return {f["path"] for f in mc["spec"]["config"].get("storage", {}).get("files", [])}
+
+
+def test_opt_in_then_a_machineconfig_change_reach_each_node_once_with_files_and_image(any_cli):
+    counter = mconode.Counter()
+    items = cycle(any_cli, cluster(), counter)
+    first = ours(items)[0]["spec"]["osImageURL"]
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == len(NODES)
+    assert pool(items)["spec"]["paused"] is True and pool(items)["metadata"]["annotations"][A.GATE] == hold.HELD
+    # a MachineConfig change: held, built, handed over, rolled out once, held again
+    counter = mconode.Counter()
+    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    items = cycle(any_cli, items, counter)
+    new = ours(items)[0]["spec"]["osImageURL"]
+    assert new != first
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == len(NODES)
+    final = rendered(items)
+    assert "/etc/motd" in files(final) and final["spec"]["osImageURL"] == new
+    assert all(u.to_config == final["metadata"]["name"] for u in counter.updates)   # both at once
+    assert pool(items)["spec"]["paused"] is True
+    reasons = [e["reason"] for e in F.find(items, "Event")]
+    assert hold.HOLD_EVENT in reasons and hold.ROLL_EVENT in reasons
+
+
+def test_without_the_gate_the_same_change_reaches_each_node_twice(any_cli):
+    counter = mconode.Counter()
+    items = cycle(any_cli, cluster(gate="none"), counter)
+    counter = mconode.Counter()
+    items = cycle(any_cli, copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})],
+                  counter)
+    assert counter.per_node() == dict.fromkeys(NODES, 2)     # the files on the old image, then the image
+    assert counter.os_changes == len(NODES)
+    assert not pool(items)["spec"].get("paused")
+
+
+def test_a_kernel_argument_change_is_one_update_and_no_build(any_cli):
+    items = cycle(any_cli, cluster(), mconode.Counter())
+    builds = [e for e in F.find(items, "Event") if e["reason"] == "BuildStarted"]
+    counter = mconode.Counter()
+    items = copy.deepcopy(items) + [source_mc("98-worker-karg", "worker", kernelArguments=["nosmt"])]
+    items = cycle(any_cli, items, counter)
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == 0
+    assert [e for e in F.find(items, "Event") if e["reason"] == "BuildStarted"] == builds
+    assert "nosmt" in rendered(items)["spec"]["kernelArguments"]
+
+
+def test_a_failed_build_releases_the_hold_to_the_files_on_the_last_good_image(any_cli):
+    items = cycle(any_cli, cluster(), mconode.Counter())
+    image = ours(items)[0]["spec"]["osImageURL"]
+    counter = mconode.Counter()
+    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    items = cycle(any_cli, items, counter, outcome="Failed")
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == 0
+    assert rendered(items)["spec"]["osImageURL"] == image and "/etc/motd" in files(rendered(items))
+    assert pool(items)["metadata"]["annotations"][A.GATE] == hold.RELEASED
+    (warning,) = [e for e in F.find(items, "Event") if e["reason"] == hold.RELEASE_EVENT]
+    assert warning["type"] == "Warning" and "failed" in warning["message"]
+
+
+def test_an_administrators_pause_is_never_lifted(any_cli):
+    counter = mconode.Counter()
+    items = cycle(any_cli, cluster(paused=True), counter)
+    assert pool(items)["spec"]["paused"] is True and A.GATE not in pool(items)["metadata"]["annotations"]
+    assert len(counter) == 0                                 # the image is ready for when it is unpaused
+    assert ours(items) and pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
+    code, out, _ = any_cli.on(items, "status")
+    assert "paused by an administrator" in out
+
+
+def test_opt_out_releases_the_hold_and_rolls_back_to_the_release_image_once(any_cli):
+    items = cycle(any_cli, cluster(), mconode.Counter())
+    items = copy.deepcopy(items)
+    del pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+    counter = mconode.Counter()
+    items = cycle(any_cli, items, counter)
+    assert not ours(items) and not pool(items)["spec"].get("paused")
+    assert not any(k in pool(items)["metadata"]["annotations"] for k in hold.KEYS)
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == len(NODES)
+    assert rendered(items)["spec"]["osImageURL"] == F.BASE
