@@ -46,9 +46,10 @@ def gate(s: Step) -> None:
     if g.move in hold.EVENTS:
         reason, warning = hold.EVENTS[g.move]
         s.plan.notes.append(g.message)
-        s.plan.actions.insert(index if index is not None else len(s.plan.actions), Action("create", events.notice(
+        told = Action("create", events.notice(
             pool, reason, g.message, f"{g.move.name}={hold.rendered(pool)}", rfc3339(s.now),
-            objects.annotations(pool).get(A.GATE_SINCE, ""), kind="Warning" if warning else "Normal")))
+            objects.annotations(pool).get(A.GATE_SINCE, ""), kind="Warning" if warning else "Normal"))
+        s.plan.actions.insert(index if index is not None else len(s.plan.actions), told)
         index = index + 1 if index is not None else None
     if index is None:
         s.plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))

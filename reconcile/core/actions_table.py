@@ -18,7 +18,6 @@ from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired
 from reconcile.core.actions import PoolPlan
-from reconcile.core.actions_hold import gate
 from reconcile.core.actions_build import (
     built,
     equivalent,
@@ -29,6 +28,7 @@ from reconcile.core.actions_build import (
     stay_failed,
     succeed,
 )
+from reconcile.core.actions_hold import gate
 from reconcile.core.actions_pool import mco_label, opt_out, pool_gone
 from reconcile.core.actions_step import Step, forget, record_blocked
 from reconcile.core.decision import MISSING, Decision, decide_cluster

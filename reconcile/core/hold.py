@@ -45,7 +45,8 @@ HOLD_EVENT, ROLL_EVENT, RELEASE_EVENT, ADMIN_EVENT = ("RolloutHeld", "RolloutRes
 class Move(enum.Enum):
     """What the gate does to the pool this run, and why."""
     NOTHING = "no gate and no record of ours"
-    RELEASE = "the gate is off for the pool (rolloutGate: none, rollout: annotation, opted out, gone): unpause what we hold"
+    RELEASE = ("the gate is off for the pool (rolloutGate: none, rollout: annotation, opted out, gone): "
+               "unpause what we hold")
     FORGET = "the gate is off: our record goes"
     ADMIN_PAUSED = "paused by an administrator: never unpaused here; builds go on"
     ADMIN = "released by an administrator: not paused again until the record is removed"
@@ -62,7 +63,7 @@ class Move(enum.Enum):
 @dataclass(frozen=True)
 class Seen:
     """What the gate looks at for one pool."""
-    gate: bool                  # the gate applies (rollout: machineconfig, rolloutGate: hold, a pool we build)
+    gate: bool                  # the gate applies (rollout: machineconfig, rolloutGate: hold, our pool)
     paused: bool                # spec.paused
     record: str | None          # ocl-reconciler.io/gate
     same_config: bool           # the record is about the pool's current rendered config
@@ -160,8 +161,8 @@ def seen(pool: Mapping[str, Any], after: Mapping[str, str], gate: bool, now: dat
     record = ann.get(A.GATE)
     config = rendered(pool)
     check = (after.get(A.ROLLOUT) or "").partition("=")
-    ready = (after.get(A.STATE) == A.SUCCEEDED and after.get(A.RENDERED) == config and bool(after.get(A.IMAGE))
-             and check[0] == config and check[2] == after.get(A.IMAGE))
+    ready = (after.get(A.STATE) == A.SUCCEEDED and after.get(A.RENDERED) == config
+             and bool(after.get(A.IMAGE)) and check[0] == config and check[2] == after.get(A.IMAGE))
     started = since(pool)
     return Seen(gate=gate, paused=paused(pool), record=record if record in RECORDS else None,
                 same_config=ann.get(A.GATE_CONFIG) == config, ready=ready, rolled_out=rolled_out(pool),
@@ -228,16 +229,17 @@ def shown(pool: Mapping[str, Any]) -> str:
 def _message(move: Move, pool: Mapping[str, Any], timeout: int) -> str:
     name = objects.name(pool)
     return {
-        Move.HOLD: f"paused pool {name}: its nodes get {rendered(pool)} once it carries the image built for it",
+        Move.HOLD: f"paused pool {name}: its nodes get {rendered(pool)} once it carries the image built "
+                   "for it",
         Move.ROLL: f"unpaused pool {name}: {rendered(pool)} carries the image built for its content",
         Move.RELEASE: f"unpaused pool {name}: the rollout gate no longer holds it",
-        Move.RELEASE_FAILED: (f"released pool {name}: the build for {rendered(pool)} failed; its new files roll "
-                              "out on the last good image"),
+        Move.RELEASE_FAILED: (f"released pool {name}: the build for {rendered(pool)} failed; its new files "
+                              "roll out on the last good image"),
         Move.RELEASE_TIMEOUT: (f"released pool {name}: held longer than holdTimeout ({timeout}s) for "
                                f"{rendered(pool)}; its new files roll out on the last good image"),
         Move.ADMIN_RELEASED: (f"pool {name} was unpaused by someone else while the gate held it: it is not "
                               f"paused again until they hand it back: oc annotate mcp/{name} {A.GATE}-"),
         Move.ADMIN_PAUSED: f"pool {name} is paused by an administrator: not unpaused here; builds go on",
-        Move.ADMIN: (f"pool {name} was released by an administrator: the gate does not pause it; hand it back: "
-                     f"oc annotate mcp/{name} {A.GATE}-"),
+        Move.ADMIN: (f"pool {name} was released by an administrator: the gate does not pause it; hand it "
+                     f"back: oc annotate mcp/{name} {A.GATE}-"),
     }.get(move, "")

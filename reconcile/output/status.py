@@ -11,7 +11,6 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-
 from reconcile.core import decision, hold, mcolabel, rollout, rolloutcheck
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
@@ -53,8 +52,8 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
         elif decision.opted_in(pool) or A.STATE in ann:
             state = ann.get(A.STATE, "<none>") if decision.opted_in(pool) else "OptedOut"
             mc = v.ours.get(name)
-            shown = "; ".join(t for t in (rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None
-                                          else "", hold.shown(pool)) if t) or "-"
+            rolled = rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None else ""
+            shown = "; ".join(t for t in (rolled, hold.shown(pool)) if t) or "-"
             message = "; ".join(m for m in (ann.get(A.MESSAGE, ""), ann.get(A.PRUNE_ERROR, "")) if m)
             out.append((name, ann.get(A.RENDERED, "<none>"), state, shown, ann.get(A.IMAGE, "<none>"),
                         age(ann.get(A.TRANSITION), now), message))

@@ -42,7 +42,7 @@ def cycle(cli, items, counter, outcome="Succeeded", runs=8):
         code, items, err = cli.run(items)
         assert code in (0, 2), err
         for obj in F.owned(items, "worker"):
-            if obj["kind"] in ("Pod", "Build") and not (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed",
+            if obj["kind"] in ("Pod", "Build") and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed",
                                                                                               "Complete"):
                 items = copy.deepcopy(items)
                 for o in F.owned(items, "worker"):
