@@ -39,6 +39,8 @@ def gate(s: Step) -> None:
     s.plan.hold = g.move.name
     said = hold.shown(pool) if g.move in (hold.Move.ADMIN_PAUSED, hold.Move.ADMIN) else ""
     ops = hold.ops_on(base, g, rfc3339(s.now))
+    left = objects.annotations(patches.apply(base, ops) if ops else base)
+    s.plan.gate, s.plan.gate_since = left.get(A.GATE, ""), left.get(A.GATE_SINCE, "")
     if said:
         s.plan.notes.append(g.message)
     if not ops:

@@ -18,6 +18,7 @@ from reconcile.core import (
     actions_build,
     decision,
     desired,
+    hold,
     images,
     mcolabel,
     rollout,
@@ -189,6 +190,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | No
             "extensionsImage": inp.extensions_image or None},
         "liveBuild": _live_build(d),
         "rollout": _rollout(name, pool, d, plan),
+        "gate": _gate(pool, plan),
         "transition": {"row": row,
                        "situation": transition.situation if transition else "",
                        "outcome": transition.outcome if transition else "",
@@ -212,6 +214,16 @@ def _stream(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
            f"inherited from {whose}'s spec.osImageStream.name, as the render controller does" if whose else
            "the default stream (status.defaultStream)")
     return {"name": inp.os_stream, "from": why}
+
+
+def _gate(pool: Mapping[str, Any] | None, plan: PoolPlan | None) -> dict[str, Any] | None:
+    """What the rollout gate holds of the pool and does this run (core/hold.py), None without one."""
+    if pool is None or plan is None or not plan.hold or plan.hold == hold.Move.NOTHING.name:
+        return None
+    ann = objects.annotations(pool)
+    return {"paused": hold.paused(pool), "record": ann.get(A.GATE), "config": ann.get(A.GATE_CONFIG),
+            "since": ann.get(A.GATE_SINCE), "reason": ann.get(A.GATE_REASON), "says": hold.shown(pool),
+            "move": plan.hold, "why": hold.Move[plan.hold].value}
 
 
 def as_json(report: Mapping[str, Any]) -> str:
@@ -263,6 +275,14 @@ def text(report: Mapping[str, Any]) -> str:
         out.append(_row("image", roll["image"] or "-"))
         out.append(_row("rollout", roll["shown"]))
         out.append(_row("because", roll["because"]))
+    gate = report.get("gate")
+    if gate:
+        out.append("the rollout gate (docs/rollout.md, section 3)\n")
+        out.append(_row("paused", "yes" if gate["paused"] else "no"))
+        out.append(_row("record", f"{gate['record'] or '-'}" + (f" for {gate['config']} since {gate['since']}"
+                                                                 if gate["record"] else "")))
+        out += [_row("says", gate["says"])] if gate["says"] else []
+        out.append(_row("this run", f"{gate['move']}: {gate['why']}"))
     row = report["transition"]
     out.append(f"decision: {row['row']}\n")
     out += [_row("situation", row["situation"])] if row["situation"] else []

@@ -38,7 +38,7 @@ def rules(tmp_path):
 def test_promtool_accepts_the_rules(promtool, rules):
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "7 rules found" in out.stdout
+    assert "8 rules found" in out.stdout
 
 
 # Each alert: series under which it fires (after `at`) and under which it stays silent.
@@ -125,6 +125,21 @@ TESTS = [
                               "summary": "the rollout of our image to pool worker is stuck with 1 degraded machine(s)",
                               "description": "oc describe mcp/worker; oc get nodes -l "
                                              "node-role.kubernetes.io/worker"}}]}]},
+    {"interval": "5m",
+     # the gate released worker (its build failed) at t=10m; infra stays held
+     "input_series": [{"series": 'ocl_rollout_hold_released{pool="worker",job="ocl-reconciler"}',
+                       "values": "0 0 1 1 1"},
+                      {"series": 'ocl_rollout_hold_released{pool="infra",job="ocl-reconciler"}',
+                       "values": "0x4"}],
+     "alert_rule_test": [
+         {"eval_time": "5m", "alertname": "OclRolloutHoldReleased", "exp_alerts": []},
+         {"eval_time": "15m", "alertname": "OclRolloutHoldReleased",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "worker"},
+                          "exp_annotations": {
+                              "summary": "the rollout gate released pool worker: its new files roll out on the "
+                                         "last good image",
+                              "description": "ocl-reconcile explain worker; oc get mcp/worker -o jsonpath="
+                                             "'{.metadata.annotations.ocl-reconciler\\.io/gate-reason}'"}}]}]},
 ]
 
 

@@ -145,3 +145,30 @@ def test_opt_out_releases_the_hold_and_rolls_back_to_the_release_image_once(any_
     assert not any(k in pool(items)["metadata"]["annotations"] for k in hold.KEYS)
     assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == len(NODES)
     assert rendered(items)["spec"]["osImageURL"] == F.BASE
+
+
+def test_explain_and_json_say_what_the_gate_holds_and_does(any_cli):
+    items = cycle(any_cli, cluster(), mconode.Counter())
+    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    items, _ = mconode.settle(items, F.BASE)                 # rendered while held: no node moves
+    code, out, _ = any_cli.on(items, "explain", "worker", "-o", "json")
+    import json
+    gate = json.loads(out)["gate"]
+    assert gate["paused"] is True and gate["record"] == hold.HELD and gate["move"] == hold.Move.WAIT.name
+    code, text, _ = any_cli.on(items, "explain", "worker")
+    assert "the rollout gate" in text and "WAIT:" in text
+    code, out, _ = any_cli.on(items, "status")
+    assert "held" in next(r for r in out.splitlines() if r.startswith("worker "))
+
+
+def test_metrics_count_the_pools_held_and_released(run_cli, tmp_path):
+    items = cycle(run_cli, cluster(), mconode.Counter())
+    code, _, err = run_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
+    text = (tmp_path / "m.prom").read_text()
+    assert 'ocl_rollout_held{pool="worker"} 1.0' in text and 'ocl_rollout_hold_released{pool="worker"} 0.0' in text
+    assert 'ocl_rollout_held_seconds{pool="worker"}' in text
+    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    items = cycle(run_cli, items, mconode.Counter(), outcome="Failed")
+    run_cli.run(items, "--metrics-file", str(tmp_path / "m2.prom"))
+    text = (tmp_path / "m2.prom").read_text()
+    assert 'ocl_rollout_held{pool="worker"} 0.0' in text and 'ocl_rollout_hold_released{pool="worker"} 1.0' in text
