@@ -45,7 +45,28 @@ def roll_out(items):
     next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["rollout"] = "machineconfig"
 
 
+def render_ours(items):
+    """The MCO renders our MachineConfig into the pool: a new rendered config of the same content
+    with our osImageURL, our MachineConfig among its sources (the rollout check reads it)."""
+    ours = next(o for o in items if o["kind"] == "MachineConfig" and o["metadata"]["name"] == "ocl-osimageurl-worker")
+    rendered = F.machineconfig("rendered-worker-ours", content="rendered-worker-1")
+    rendered["spec"]["osImageURL"] = ours["spec"]["osImageURL"]
+    items.append(rendered)
+    F.the_pool(items)["spec"]["configuration"] = {"name": "rendered-worker-ours", "source": [
+        {"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig", "name": "ocl-osimageurl-worker"}]}
+
+
+def rolled_out(items):
+    """The MCO rolled the pool's rendered config out to every machine."""
+    pool = F.the_pool(items)
+    pool["status"].update(configuration={"name": pool["spec"]["configuration"]["name"]},
+                          updatedMachineCount=pool["status"].get("machineCount", 0))
+
+
 SCENARIOS = {
+    # the rollout gate (rolloutGate: hold, the default): paused, built, handed over, rendered,
+    # unpaused to roll out, paused again once rolled out; a kill anywhere leaves no pause unrecorded
+    "gate-holds-rolls-and-holds-again": [roll_out, phase("Succeeded"), render_ours, rolled_out],
     "build-succeeds": [None, phase("Running"), phase("Succeeded"), None],
     "rollout-then-opt-out": [roll_out, phase("Succeeded"), opt_out],
     "fails-then-rebuilt": [None, phase("Failed"), rebuild, phase("Succeeded")],
@@ -137,3 +158,17 @@ def test_every_write_fails_three_ways_and_runs_converge(tmp_path, monkeypatch, c
     with capsys.disabled():
         print(f" [fault matrix {scenario}/{builder}: {covered} cases = {sum(write_counts)} writes x 3 ways]",
               end="")
+
+
+def test_the_gate_scenario_goes_through_each_of_its_moves(tmp_path, monkeypatch):
+    """The matrix above is only as good as its scenario: the gate pauses, unpauses and pauses again."""
+    runner = Runner(tmp_path)
+    seen = []
+
+    def once(items):
+        after, count, _, code = runner.run(items)
+        pool = F.the_pool(after)
+        seen.append((pool["spec"].get("paused"), pool["metadata"]["annotations"].get(A.GATE)))
+        return after, count
+    history(SCENARIOS["gate-holds-rolls-and-holds-again"], once)
+    assert seen == [(True, "held"), (True, "held"), (False, "rolling"), (True, "held")]
