@@ -18,7 +18,7 @@ from typing import Any
 from reconcile.contract import admission, objects
 from reconcile.contract import annotations as A
 from reconcile.contract.problem import Problem
-from reconcile.core import decision, mcolabel, rollout
+from reconcile.core import decision, hold, mcolabel, rollout
 from reconcile.imagebuild import auth, builders, imageref, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
@@ -561,6 +561,16 @@ def _pools(f: Facts) -> list[Line]:
                      + (f" ({', '.join(heirs)} inherit it)" if heirs else "")
                      + (f"; written once {', '.join(early)} have their own" if early else ""))
         out.append((OK, f"MachineConfigPool {name}: the next run's lifecycle row is {transition}; {rolls}"))
+        if s.holds and hold.REQUIRED_FOR_UPGRADE in objects.labels(pool):
+            held = objects.annotations(pool).get(A.GATE) == hold.HELD and hold.paused(pool)
+            now = "holds it paused now" if held else "pauses it between rollouts"
+            out.append((WARN if held else OK,
+                        f"MachineConfigPool {name} is required for upgrades and the rollout gate {now}: the "
+                        f"MCO then reports 'the required MachineConfigPool {name} is paused and cannot sync "
+                        f"until it is unpaused' and an upgrade waits for its build, at most holdTimeout "
+                        f"({s.hold_timeout}s)",
+                        "nothing to do unless an upgrade must not wait: rolloutGate: none, or leave this "
+                        "pool out (docs/rollout.md, section 3)" if held else ""))
         if name in f.rollouts:
             out.append((WARN, f"MachineConfigPool {name}: its nodes do not get our image: {f.rollouts[name]}",
                         "docs/admin.md, \"Troubleshooting\": overridden, render failed"))

@@ -544,3 +544,18 @@ def test_a_job_pod_that_cannot_pull_the_image_fails_the_cronjob_line():
 def test_no_hint_tells_to_re_apply_kustomize_base_alone():
     """Issue 29 item 1: that resets the CronJob's image; every hint says to re-apply your overlay."""
     assert "your overlay" in P.APPLY_BASE and "kubectl kustomize kustomize/base |" not in P.APPLY_BASE
+
+
+def test_a_held_master_pool_is_explained_with_the_mcos_own_message():
+    """Issue 30 item 3: the MCO's upgrade waits for pools labelled required-for-upgrade
+    (syncRequiredMachineConfigPools, pkg/operator/sync.go) and reports a paused one."""
+    from reconcile.contract import annotations as A
+    from reconcile.core import hold
+    master = F.pool("master", annotations={A.GATE: hold.HELD})
+    master["metadata"]["labels"][hold.REQUIRED_FOR_UPGRADE] = ""
+    master["spec"]["paused"] = True
+    found = [r for r in lines(good(pools=[master], decisions={"master": ("BUILT", "")}), "pools")
+             if "required for upgrades" in r.message]
+    (line,) = found
+    assert line.result == P.WARN and "is paused and cannot sync until it is unpaused" in line.message
+    assert "holdTimeout (7200s)" in line.message

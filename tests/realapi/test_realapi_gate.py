@@ -1,0 +1,158 @@
+"""The rollout gate on the real kube-apiserver (issue 30 item 5), as the reconciler's ServiceAccount with
+the rollout Component and the pool policy installed, the real docker-registry, and the MCO played by the
+test-only render controller (tests/support/mcorender.py) and node controller and daemon
+(tests/support/mconode.py), each citing the upstream rules it follows. Between two runs the MCO settles
+first, as it does on a cluster. Every node update is counted, and whether it changed the OS image: the
+figures docs/rollout.md gives (section 3) are these tests' assertions, gate on and off."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconcile.contract import annotations as A
+from reconcile.core import hold
+from tests.realapi.test_realapi_rollout import component as component  # noqa: F401 - the module fixture
+from tests.realapi.test_realapi_rollout import ours, seed
+from tests.support import factory as F
+from tests.support import mconode as N
+from tests.support import realbuild as R
+from tests.unit.test_rollout import mco_pool, source_mc
+
+pytestmark = pytest.mark.realapi
+BUILDERS = sorted(F.BUILD_KINDS)
+NODES = 2
+
+
+@pytest.fixture
+def registry(tmp_path):
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        yield reg
+    finally:
+        reg.stop()
+
+
+def start(real, builder, reg, gate="hold", paused=None):
+    pool = mco_pool("worker", ("worker",))
+    pool["spec"]["maxUnavailable"] = 1
+    if paused is not None:
+        pool["spec"]["paused"] = paused
+    pool["status"] = {}
+    seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool)
+    for i in range(1, NODES):                               # seed made worker-0
+        real.api.create(F.node(f"worker-{i}", "worker"))
+    cm = real.api.get("ConfigMap", F.NS, "on-cluster-build-config")
+    cm["data"]["rolloutGate"] = gate
+    real.api.request("PUT", real.api.path("ConfigMap", F.NS, "on-cluster-build-config"), cm)
+    N.first_boot_api(real.api)
+    N.settle_api(real.api, F.BASE)
+
+
+def cycle(real, reg, counter, outcome="Succeeded", runs=8):
+    """Runs with the MCO settling first; a build object the run made ends as `outcome` (a real image
+    pushed for a success). Returns once a run writes nothing and the MCO has nothing to do."""
+    for n in range(runs):
+        N.settle_api(real.api, F.BASE, counter)
+        code, err = real.run()
+        assert code in (0, 2), err
+        live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
+                and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
+        if live:
+            digest = R.push_image(reg, "ocl/os-image", f"gate-{live[0]['metadata']['name']}") \
+                if outcome == "Succeeded" else None
+            real.finish(outcome, **({"digest": digest} if digest else {}))
+        elif "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
+            before = len(counter)
+            N.settle_api(real.api, F.BASE, counter)
+            if len(counter) == before:
+                return
+    raise AssertionError(f"not converged after {runs} runs")
+
+
+def rendered(real):
+    return real.api.get("MachineConfig", "", real.pool()["spec"]["configuration"]["name"])
+
+
+def files(mc):
+    return {f["path"] for f in mc["spec"]["config"].get("storage", {}).get("files", [])}
+
+
+def nodes(n):
+    return {f"worker-{i}": n for i in range(NODES)}
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, real, registry, builder):
+    start(real, builder, registry)
+    cycle(real, registry, N.Counter())
+    assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
+    # a MachineConfig change: one update per node, to a config with the new file and the new image
+    counter = N.Counter()
+    real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
+    cycle(real, registry, counter)
+    final = rendered(real)
+    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    assert "/etc/motd" in files(final) and final["spec"]["osImageURL"] == ours(real)["spec"]["osImageURL"]
+    assert {u.to_config for u in counter} == {final["metadata"]["name"]}
+    # an upgrade: a new base image and changed MCO MachineConfigs together, one update per node
+    counter = N.Counter()
+    cm = real.api.get("ConfigMap", F.MCO_NS, "machine-config-osimageurl")
+    upgraded = "quay.io/ocp/base@sha256:" + "b" * 64
+    cm["data"].update(baseOSContainerImage=upgraded, releaseVersion="4.16.1")
+    real.api.request("PUT", real.api.path("ConfigMap", F.MCO_NS, "machine-config-osimageurl"), cm)
+    mco = real.api.get("MachineConfig", "", "00-worker")
+    mco["spec"]["config"]["storage"]["files"].append({"path": "/etc/release", "mode": 420,
+                                                      "contents": {"source": "data:,4.16.1"}})
+    real.api.request("PUT", real.api.path("MachineConfig", "", "00-worker"), mco)
+    cycle(real, registry, counter)
+    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    assert "/etc/release" in files(rendered(real))
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_without_the_gate_the_same_change_reaches_each_node_twice(component, real, registry, builder):
+    start(real, builder, registry, gate="none")
+    cycle(real, registry, N.Counter())
+    counter = N.Counter()
+    real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
+    cycle(real, registry, counter)
+    assert counter.per_node() == nodes(2) and counter.os_changes == NODES
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, real, registry, builder):
+    start(real, builder, registry)
+    cycle(real, registry, N.Counter())
+    image = ours(real)["spec"]["osImageURL"]
+    # a kernel argument: one update per node, no build
+    counter, mark = N.Counter(), real.api.audit_mark()
+    real.api.create(source_mc("98-worker-karg", "worker", kernelArguments=["nosmt"]))
+    cycle(real, registry, counter)
+    assert counter.per_node() == nodes(1) and counter.os_changes == 0
+    assert not [e for e in real.api.audit(mark) if e["verb"] == "create" and
+                e["objectRef"]["resource"] in ("pods", "builds")]
+    # a failed build: held, then released to the files on the last good image, with a Warning
+    counter = N.Counter()
+    real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
+    cycle(real, registry, counter, outcome="Failed")
+    assert counter.per_node() == nodes(1) and counter.os_changes == 0
+    assert rendered(real)["spec"]["osImageURL"] == image and "/etc/motd" in files(rendered(real))
+    assert [e["type"] for e in real.events() if e["reason"] == hold.RELEASE_EVENT] == ["Warning"]
+    # an administrator pauses it: never lifted, even once a fixed build is ready
+    pool = real.pool()
+    pool["spec"]["paused"] = True
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    real.api.request("DELETE", real.api.path("MachineConfig", "", "99-worker-motd"))
+    cycle(real, registry, N.Counter())
+    assert real.pool()["spec"]["paused"] is True and real.ann().get(A.GATE) == hold.RELEASED
+    # opt-out: our MachineConfig deleted, one update back to the release's image; we unpause nothing of theirs
+    pool = real.pool()
+    pool["spec"]["paused"] = False
+    del pool["metadata"]["labels"][A.LAYERING_LABEL]
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    counter = N.Counter()
+    cycle(real, registry, counter)
+    assert ours(real) is None and rendered(real)["spec"]["osImageURL"] == F.BASE
+    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    assert not any(k in real.ann() for k in hold.KEYS)
