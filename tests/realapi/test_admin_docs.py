@@ -41,6 +41,7 @@ import pytest
 import yaml
 
 from reconcile.contract import annotations as A
+from reconcile.core import hold
 from tests.realapi.test_realapi_preflight import PASSWORD, USER, _htpasswd
 from tests.support import factory as F
 from tests.support import mcorender, realbuild, realserver
@@ -637,6 +638,18 @@ def test_the_administrators_procedures_run_as_written(cluster):
             run(find("rollout.md", "oc label mcp/worker ocl-reconciler.io/layering-enabled="))
             labels = c.pool()["metadata"]["labels"]
             assert A.LAYERING_LABEL in labels and A.MCO_LAYERING_LABEL not in labels
+            # docs/rollout.md section 3: the gate holds the pool between rollouts; an administrator who
+            # unpauses it releases it (`gate: admin`) until the hand-back annotation is removed
+            c.tick()
+            assert c.pool()["spec"].get("paused") is True and c.ann()[A.GATE] == hold.HELD, c.ann()
+            c.kubectl("patch", "mcp/worker", "--type=merge", "-p", '{"spec":{"paused":false}}')
+            c.tick()
+            assert c.ann()[A.GATE] == hold.ADMIN and c.pool()["spec"]["paused"] is False
+            c.tick()
+            assert c.pool()["spec"]["paused"] is False                   # not paused again on its own
+            run(find("rollout.md", "oc annotate mcp/worker ocl-reconciler.io/gate-"))
+            c.tick()
+            assert c.pool()["spec"]["paused"] is True and c.ann()[A.GATE] == hold.HELD
         elif first == "oc label mcp/worker ocl-reconciler.io/layering-enabled-":
             state["uninstall"] = True
             run(block)

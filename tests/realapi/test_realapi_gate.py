@@ -39,12 +39,9 @@ def start(real, builder, reg, gate="hold", paused=None):
     if paused is not None:
         pool["spec"]["paused"] = paused
     pool["status"] = {}
-    seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool)
+    seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool, gate=gate)
     for i in range(1, NODES):                               # seed made worker-0
         real.api.create(F.node(f"worker-{i}", "worker"))
-    cm = real.api.get("ConfigMap", F.NS, "on-cluster-build-config")
-    cm["data"]["rolloutGate"] = gate
-    real.api.request("PUT", real.api.path("ConfigMap", F.NS, "on-cluster-build-config"), cm)
     N.first_boot_api(real.api)
     N.settle_api(real.api, F.BASE)
 
@@ -67,7 +64,7 @@ def cycle(real, reg, counter, outcome="Succeeded", runs=8):
             N.settle_api(real.api, F.BASE, counter)
             if len(counter) == before:
                 return
-    raise AssertionError(f"not converged after {runs} runs")
+    raise AssertionError(f"not converged after {runs} runs: {err.splitlines()[-1]}; {real.ann()}")
 
 
 def rendered(real):
@@ -129,14 +126,16 @@ def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, rea
     counter, mark = N.Counter(), real.api.audit_mark()
     real.api.create(source_mc("98-worker-karg", "worker", kernelArguments=["nosmt"]))
     cycle(real, registry, counter)
-    assert counter.per_node() == nodes(1) and counter.os_changes == 0
+    assert counter.per_node() == nodes(1) and counter.os_changes == 0, [
+        (u.node, u.from_config, u.to_config, u.from_image, u.to_image, u.round) for u in counter]
     assert not [e for e in real.api.audit(mark) if e["verb"] == "create" and
                 e["objectRef"]["resource"] in ("pods", "builds")]
     # a failed build: held, then released to the files on the last good image, with a Warning
     counter = N.Counter()
     real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
     cycle(real, registry, counter, outcome="Failed")
-    assert counter.per_node() == nodes(1) and counter.os_changes == 0
+    assert counter.per_node() == nodes(1) and counter.os_changes == 0, [
+        (u.node, u.from_config, u.to_config, u.from_image, u.to_image) for u in counter]
     assert rendered(real)["spec"]["osImageURL"] == image and "/etc/motd" in files(rendered(real))
     assert [e["type"] for e in real.events() if e["reason"] == hold.RELEASE_EVENT] == ["Warning"]
     # an administrator pauses it: never lifted, even once a fixed build is ready
@@ -146,13 +145,60 @@ def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, rea
     real.api.request("DELETE", real.api.path("MachineConfig", "", "99-worker-motd"))
     cycle(real, registry, N.Counter())
     assert real.pool()["spec"]["paused"] is True and real.ann().get(A.GATE) == hold.RELEASED
-    # opt-out: our MachineConfig deleted, one update back to the release's image; we unpause nothing of theirs
+    # the administrator unpauses it: what waited rolls out, and the gate holds the pool again
     pool = real.pool()
     pool["spec"]["paused"] = False
+    real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
+    cycle(real, registry, N.Counter())
+    assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
+    # opt-out: the hold released, our MachineConfig deleted, one update back to the release's image
+    pool = real.pool()
     del pool["metadata"]["labels"][A.LAYERING_LABEL]
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
     counter = N.Counter()
     cycle(real, registry, counter)
     assert ours(real) is None and rendered(real)["spec"]["osImageURL"] == F.BASE
+    assert real.pool()["spec"]["paused"] is False
     assert counter.per_node() == nodes(1) and counter.os_changes == NODES
     assert not any(k in real.ann() for k in hold.KEYS)
+
+
+def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(component, real, registry):
+    """SIGKILL of `ocl-reconcile run` (a process of its own, as the CronJob's) at spread-out moments of
+    the gate's cycle: after each kill the pool is paused only with our record `held`, and the next runs
+    go on from the record to the state a run never killed reaches (held, our image, rolled out)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    start(real, F.BUILDER, registry)
+    env = dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z")
+    args = [sys.executable, "-m", "reconcile", "run", "--kubeconfig", real.kubeconfig, "--timeout", "30"]
+    kills = 0
+    from reconcile.cluster import lease
+    for delay in [0.4 + 0.025 * i for i in range(20)]:          # spread over a run's writes
+        log = real.tmp / f"killed-{delay}.log"
+        with open(log, "w") as err:
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+            time.sleep(delay)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        said = log.read_text()
+        # killed between its writes: it logged one and never its summary
+        kills += ("run done:" not in said and any(w in said for w in ("INFO create ", "INFO patch ", "INFO delete ")))
+        # the killed run's Lease outlives it by design (--timeout + 60 s); it has expired by the next tick
+        real.api.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{F.NS}/leases/{lease.NAME}", ok=(404,))
+        pool = real.pool()
+        if pool["spec"].get("paused"):
+            assert (pool["metadata"].get("annotations") or {}).get(A.GATE) == hold.HELD, pool["metadata"]
+        N.settle_api(real.api, F.BASE)
+        live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
+                and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
+        if live:
+            real.finish("Succeeded", digest=R.push_image(registry, "ocl/os-image", f"kill-{live[0]['metadata']['name']}"))
+    assert kills, "no run was killed between its writes: the delays do not fit this machine"
+    cycle(real, registry, N.Counter())
+    assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
+    assert rendered(real)["spec"]["osImageURL"] == ours(real)["spec"]["osImageURL"] == real.ann()[A.IMAGE]

@@ -27,9 +27,12 @@ def component(server):
         server.remove_rollout()
 
 
-def seed(real, builder, repo, host, *pools):
+def seed(real, builder, repo, host, *pools, gate="none"):
+    """The rollout gate off unless asked for: these scenarios are about the MachineConfig's handover
+    (the gate's: tests/realapi/test_realapi_gate.py)."""
     pools = pools or (mco_pool("worker", ("worker",)),)
-    real.seed([F.build_config(imageBuilderType=builder, rollout="machineconfig", finalImagePullspec=f"{repo}:latest"),
+    real.seed([F.build_config(imageBuilderType=builder, rollout="machineconfig", finalImagePullspec=f"{repo}:latest",
+                              rolloutGate=gate),
                F.osimageurl(), F.secret("pull-secret"),
                F.secret("push-secret", payload={"auths": {host: {"auth": "dTpw"}}}), *pools,
                *(F.node(f"{p['metadata']['name']}-0", p["metadata"]["name"]) for p in pools),
