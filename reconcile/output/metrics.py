@@ -75,8 +75,9 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
                  ["pool"], registry=registry)
     held_for = Gauge("ocl_rollout_held_seconds", "How long the rollout gate has held the pool for its "
                      "current rendered config", ["pool"], registry=registry)
-    released = Gauge("ocl_rollout_hold_released", "1 while a pool the gate held is released (a failed build "
-                     "or holdTimeout: its new files roll out on the last good image)", ["pool"], registry=registry)
+    released = Gauge("ocl_rollout_hold_released", "1 while a pool the gate held is released (a failed "
+                     "build or holdTimeout: its new files roll out on the last good image)", ["pool"],
+                     registry=registry)
     for outcome in result.outcomes:
         plan = outcome.plan
         if not getattr(plan, "gate", "") and not getattr(plan, "hold", ""):
@@ -85,7 +86,8 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
         released.labels(plan.pool).set(1 if plan.gate == "released" else 0)
         if plan.gate == "held":
             try:
-                since = datetime.strptime(plan.gate_since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=finished.tzinfo)
+                since = datetime.strptime(plan.gate_since, "%Y-%m-%dT%H:%M:%SZ") \
+                    .replace(tzinfo=finished.tzinfo)
                 held_for.labels(plan.pool).set(max(0.0, (finished - since).total_seconds()))
             except ValueError:
                 pass

@@ -49,7 +49,7 @@ def start(real, builder, reg, gate="hold", paused=None):
 def cycle(real, reg, counter, outcome="Succeeded", runs=8):
     """Runs with the MCO settling first; a build object the run made ends as `outcome` (a real image
     pushed for a success). Returns once a run writes nothing and the MCO has nothing to do."""
-    for n in range(runs):
+    for _ in range(runs):
         N.settle_api(real.api, F.BASE, counter)
         code, err = real.run()
         assert code in (0, 2), err
