@@ -82,7 +82,8 @@ class RunResult:
                 f"{view.rollouts(o.plan for o in self.outcomes if not o.error)}")
 
 
-def _do(cluster: Cluster, action: Action) -> None:
+def _do(cluster: Cluster, action: Action) -> bool:
+    """Carry out one write; False when nothing was written (adopted, or already gone)."""
     kind, ns, name = action.obj["kind"], objects.namespace(action.obj), objects.name(action.obj)
     if action.verb == "create":
         try:
@@ -92,15 +93,17 @@ def _do(cluster: Cluster, action: Action) -> None:
                 raise AlreadyExists("it already exists and was not made by ocl-reconciler for this "
                                 "build; delete or rename it") from None
             log.info("adopted %s", action.ref)
+            return False
     elif action.verb == "patch":
         cluster.patch(kind, ns, name, list(action.patch))
     elif action.verb == "delete":
         try:
             cluster.delete(kind, ns, name, objects.meta(action.obj).get("uid"))
         except NotFound:
-            pass                                   # already gone counts as done
+            return False                           # already gone counts as done
     else:
         raise ValueError(f"unknown verb {action.verb}")
+    return True
 
 
 def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
@@ -195,7 +198,7 @@ def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replann
             outcome.events_lost += not _tell(cluster, action, pool)
             continue
         try:
-            _do(cluster, action)
+            wrote = _do(cluster, action)
         except Denied as err:           # never a conflict: the same write is denied again
             raise Refused.of(action, err, pool) from None
         except (Conflict, Invalid) as err:
@@ -212,7 +215,8 @@ def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replann
             return
         except ClusterError as err:
             raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
-        outcome.count(action.verb)
+        if wrote:
+            outcome.count(action.verb)
         log.info("%s %s", action.verb, action.ref, extra={"pool": pool})
 
 
@@ -304,8 +308,8 @@ def _record_error(cluster: Cluster, pool_name: str, message: str, now: datetime,
             if action.obj.get("kind") == "Event":
                 lost += not _tell(cluster, action, pool_name)
             else:
-                _do(cluster, action)
-                outcome.count(action.verb)
+                if _do(cluster, action):
+                    outcome.count(action.verb)
     except ClusterError as err:
         log.error("pool %s: cannot record the error: %s", pool_name, err, extra={"pool": pool_name})
     return lost

@@ -15,16 +15,22 @@ from reconcile.core.actions_step import Step, rfc3339
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild.settings import DEFAULT_HOLD_TIMEOUT
 
-#: the rows whose pool is not one we build: the gate lets go of it
-NOT_OURS = (Transition.OPT_OUT, Transition.POOL_GONE, Transition.MCO_LABEL)
+#: the rows whose pool we no longer build: the gate lets go of it
+NOT_OURS = (Transition.OPT_OUT, Transition.POOL_GONE)
+
+
+def unknown(s: Step) -> bool:
+    """What the gate should do is not known: no valid settings (a typo in the ConfigMap, or the
+    record of a failed write, apply._record_error), or the pool carries the MCO's label (reported,
+    its record kept). Then nothing is changed but a hold that passed the default holdTimeout."""
+    return s.d.transition is Transition.MCO_LABEL or (s.d.settings is None and s.d.transition not in NOT_OURS)
 
 
 def applies(s: Step) -> bool:
-    """The gate is on for this pool: a pool we build, `rollout: machineconfig`, `rolloutGate: hold`.
-    Without valid settings a pool we hold stays held (bounded by the default holdTimeout)."""
+    """The gate is on for this pool: a pool we build, `rollout: machineconfig`, `rolloutGate: hold`."""
     if s.d.transition in NOT_OURS:
         return False
-    if s.d.settings is None:
+    if unknown(s):
         return s.ann.get(A.GATE) == hold.HELD
     return s.d.settings.holds
 
@@ -36,11 +42,14 @@ def gate(s: Step) -> None:
     index, base = _pool_patch(s)
     timeout = s.d.settings.hold_timeout if s.d.settings is not None else DEFAULT_HOLD_TIMEOUT
     g = hold.plan(pool, objects.annotations(base), applies(s), s.now, timeout)
+    if unknown(s) and g.move is not hold.Move.RELEASE_TIMEOUT:
+        return                                      # keep every record as it is
     s.plan.hold = g.move.name
     said = hold.shown(pool) if g.move in (hold.Move.ADMIN_PAUSED, hold.Move.ADMIN) else ""
     ops = hold.ops_on(base, g, rfc3339(s.now))
-    left = objects.annotations(patches.apply(base, ops) if ops else base)
-    s.plan.gate, s.plan.gate_since = left.get(A.GATE, ""), left.get(A.GATE_SINCE, "")
+    left = patches.apply(base, ops) if ops else base
+    s.plan.gate = objects.annotations(left).get(A.GATE, "")
+    s.plan.gate_since = objects.annotations(left).get(A.GATE_SINCE, "") if hold.waiting(left) else ""
     if said:
         s.plan.notes.append(g.message)
     if not ops:

@@ -145,6 +145,12 @@ def rolled_out(pool: Mapping[str, Any]) -> bool:
     return ((status.get("configuration") or {}).get("name") or "") == rendered(pool) and updated >= total
 
 
+def waiting(pool: Mapping[str, Any]) -> bool:
+    """We hold the pool with a change held back (its machines are not on its rendered config), not
+    merely paused between rollouts."""
+    return objects.annotations(pool).get(A.GATE) == HELD and paused(pool) and not rolled_out(pool)
+
+
 def since(pool: Mapping[str, Any]) -> datetime | None:
     try:
         return datetime.strptime(objects.annotations(pool).get(A.GATE_SINCE, ""), "%Y-%m-%dT%H:%M:%SZ") \
@@ -167,7 +173,9 @@ def seen(pool: Mapping[str, Any], after: Mapping[str, str], gate: bool, now: dat
     return Seen(gate=gate, paused=paused(pool), record=record if record in RECORDS else None,
                 same_config=ann.get(A.GATE_CONFIG) == config, ready=ready, rolled_out=rolled_out(pool),
                 failed=after.get(A.STATE) == A.FAILED and after.get(A.RENDERED) == config,
-                timed_out=started is not None and (now - started).total_seconds() > timeout)
+                # a record without a readable time (edited by someone) counts as timed out: a hold never
+                # lasts for ever
+                timed_out=started is None or (now - started).total_seconds() > timeout)
 
 
 def plan(pool: Mapping[str, Any], after: Mapping[str, str], gate: bool, now: datetime, timeout: int) -> Gate:
@@ -194,7 +202,12 @@ def ops_on(base: Mapping[str, Any], gate: Gate, time: str) -> list[dict[str, Any
     if record == "":
         wanted: dict[str, str | None] = dict.fromkeys(KEYS)
     elif record is not None:
-        keep_since = record == ann.get(A.GATE) and ann.get(A.GATE_CONFIG) == rendered(base)
+        # the time a hold waits is one span: kept while the record is about the same config, or while
+        # the config it was about never reached the machines (several configs render during one
+        # upgrade: holdTimeout bounds the whole wait, not each)
+        current = ((base.get("status") or {}).get("configuration") or {}).get("name")
+        waiting = record == HELD == ann.get(A.GATE) and ann.get(A.GATE_CONFIG) != current
+        keep_since = record == ann.get(A.GATE) and (ann.get(A.GATE_CONFIG) == rendered(base) or waiting)
         wanted = {A.GATE: record, A.GATE_CONFIG: rendered(base),
                   A.GATE_SINCE: ann.get(A.GATE_SINCE) if keep_since else time,
                   A.GATE_REASON: A.one_line(gate.message) if record in (RELEASED, ADMIN) else None}
@@ -204,6 +217,8 @@ def ops_on(base: Mapping[str, Any], gate: Gate, time: str) -> list[dict[str, Any
     return out + (patches.annotation_ops(base, change) if change else [])
 
 
+#: what `gate-reason` starts with for each release (status reads it back)
+FAILED_REASON, TIMEOUT_REASON = "build failed", "holdTimeout"
 #: the MCO's upgrade waits for the pools labelled so (`syncRequiredMachineConfigPools`, pkg/operator/sync.go)
 REQUIRED_FOR_UPGRADE = "operator.machineconfiguration.openshift.io/required-for-upgrade"
 
@@ -216,27 +231,30 @@ def shown(pool: Mapping[str, Any]) -> str:
         upgrade = " (the MCO's upgrade waits for it: 'is paused and cannot sync until it is unpaused')" \
             if REQUIRED_FOR_UPGRADE in objects.labels(pool) else ""
         return f"held{upgrade}"
-    if record == RELEASED:
-        why = "build failed" if "failed" in ann.get(A.GATE_REASON, "") else "holdTimeout"
-        return f"released ({why})"
-    if record == ADMIN:
-        return "released by an administrator"
     if paused(pool) and record != HELD:
         return "paused by an administrator"
+    if record == RELEASED:
+        why = ann.get(A.GATE_REASON, "")
+        return f"released ({'build failed' if why.startswith(FAILED_REASON) else 'holdTimeout'})"
+    if record == ADMIN:
+        return "released by an administrator"
     return ""
 
 
 def _message(move: Move, pool: Mapping[str, Any], timeout: int) -> str:
     name = objects.name(pool)
     return {
-        Move.HOLD: f"paused pool {name}: its nodes get {rendered(pool)} once it carries the image built "
-                   "for it",
+        Move.HOLD: (f"paused pool {name}: the rollout gate holds it until its next rendered config "
+                    "carries the image built for it" if rolled_out(pool) else
+                    f"paused pool {name}: its nodes get {rendered(pool)} once it carries the image built "
+                    "for it"),
         Move.ROLL: f"unpaused pool {name}: {rendered(pool)} carries the image built for its content",
         Move.RELEASE: f"unpaused pool {name}: the rollout gate no longer holds it",
-        Move.RELEASE_FAILED: (f"released pool {name}: the build for {rendered(pool)} failed; its new files "
-                              "roll out on the last good image"),
-        Move.RELEASE_TIMEOUT: (f"released pool {name}: held longer than holdTimeout ({timeout}s) for "
-                               f"{rendered(pool)}; its new files roll out on the last good image"),
+        Move.RELEASE_FAILED: (f"{FAILED_REASON}: released pool {name}: the build for {rendered(pool)} "
+                              "failed; its new files roll out on the last good image"),
+        Move.RELEASE_TIMEOUT: (f"{TIMEOUT_REASON}: released pool {name}: held longer than holdTimeout "
+                               f"({timeout}s) for {rendered(pool)}; its new files roll out on the last good "
+                               "image"),
         Move.ADMIN_RELEASED: (f"pool {name} was unpaused by someone else while the gate held it: it is not "
                               f"paused again until they hand it back: oc annotate mcp/{name} {A.GATE}-"),
         Move.ADMIN_PAUSED: f"pool {name} is paused by an administrator: not unpaused here; builds go on",

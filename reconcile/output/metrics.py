@@ -71,10 +71,10 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
         if outcome.plan.state_after:
             for state in A.STATES:
                 builds.labels(outcome.plan.pool, state).set(1 if outcome.plan.state_after == state else 0)
-    held = Gauge("ocl_rollout_held", "1 while the rollout gate holds the pool paused (rolloutGate: hold)",
-                 ["pool"], registry=registry)
-    held_for = Gauge("ocl_rollout_held_seconds", "How long the rollout gate has held the pool for its "
-                     "current rendered config", ["pool"], registry=registry)
+    held = Gauge("ocl_rollout_held", "1 while the rollout gate holds a change back from the pool's machines "
+                 "(rolloutGate: hold; 0 while it is paused between rollouts)", ["pool"], registry=registry)
+    held_for = Gauge("ocl_rollout_held_seconds", "How long the rollout gate has held a change back from "
+                     "the pool's machines", ["pool"], registry=registry)
     released = Gauge("ocl_rollout_hold_released", "1 while a pool the gate held is released (a failed "
                      "build or holdTimeout: its new files roll out on the last good image)", ["pool"],
                      registry=registry)
@@ -82,9 +82,9 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
         plan = outcome.plan
         if not getattr(plan, "gate", "") and not getattr(plan, "hold", ""):
             continue
-        held.labels(plan.pool).set(1 if plan.gate == "held" else 0)
+        held.labels(plan.pool).set(1 if plan.gate_since else 0)
         released.labels(plan.pool).set(1 if plan.gate == "released" else 0)
-        if plan.gate == "held":
+        if plan.gate_since:
             try:
                 since = datetime.strptime(plan.gate_since, "%Y-%m-%dT%H:%M:%SZ") \
                     .replace(tzinfo=finished.tzinfo)

@@ -562,8 +562,8 @@ def _pools(f: Facts) -> list[Line]:
                      + (f"; written once {', '.join(early)} have their own" if early else ""))
         out.append((OK, f"MachineConfigPool {name}: the next run's lifecycle row is {transition}; {rolls}"))
         if s.holds and hold.REQUIRED_FOR_UPGRADE in objects.labels(pool):
-            held = objects.annotations(pool).get(A.GATE) == hold.HELD and hold.paused(pool)
-            now = "holds it paused now" if held else "pauses it between rollouts"
+            held = hold.waiting(pool)
+            now = "holds a change back from it now" if held else "pauses it between rollouts"
             out.append((WARN if held else OK,
                         f"MachineConfigPool {name} is required for upgrades and the rollout gate {now}: the "
                         f"MCO then reports 'the required MachineConfigPool {name} is paused and cannot sync "

@@ -59,7 +59,8 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
                         age(ann.get(A.TRANSITION), now), message))
     for owner, mc in sorted(v.ours.items()):
         try:
-            heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built]
+            heirs = [p for p in v.selecting(owner) if objects.name(p) not in v.built
+                     and not mcolabel.carries(p)]          # that one has its row: Blocked
         except ValueError:          # an invalid selector: the run blocks the pool saying so
             heirs = []
         out += [(objects.name(p), _rendered(p), "Inherited", progress(p, mc),

@@ -94,14 +94,7 @@ def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, r
     assert {u.to_config for u in counter} == {final["metadata"]["name"]}
     # an upgrade: a new base image and changed MCO MachineConfigs together, one update per node
     counter = N.Counter()
-    cm = real.api.get("ConfigMap", F.MCO_NS, "machine-config-osimageurl")
-    upgraded = "quay.io/ocp/base@sha256:" + "b" * 64
-    cm["data"].update(baseOSContainerImage=upgraded, releaseVersion="4.16.1")
-    real.api.request("PUT", real.api.path("ConfigMap", F.MCO_NS, "machine-config-osimageurl"), cm)
-    mco = real.api.get("MachineConfig", "", "00-worker")
-    mco["spec"]["config"]["storage"]["files"].append({"path": "/etc/release", "mode": 420,
-                                                      "contents": {"source": "data:,4.16.1"}})
-    real.api.request("PUT", real.api.path("MachineConfig", "", "00-worker"), mco)
+    upgrade(real)
     cycle(real, registry, counter)
     assert counter.per_node() == nodes(1) and counter.os_changes == NODES
     assert "/etc/release" in files(rendered(real))
@@ -115,6 +108,22 @@ def test_without_the_gate_the_same_change_reaches_each_node_twice(component, rea
     real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
     cycle(real, registry, counter)
     assert counter.per_node() == nodes(2) and counter.os_changes == NODES
+    counter = N.Counter()
+    upgrade(real)
+    cycle(real, registry, counter)
+    assert counter.per_node() == nodes(2) and counter.os_changes == NODES
+
+
+def upgrade(real):
+    """A cluster upgrade as the MCO makes it: a new base image in machine-config-osimageurl and a
+    changed MachineConfig of its own (00-worker), together."""
+    cm = real.api.get("ConfigMap", F.MCO_NS, "machine-config-osimageurl")
+    cm["data"].update(baseOSContainerImage="quay.io/ocp/base@sha256:" + "b" * 64, releaseVersion="4.16.1")
+    real.api.request("PUT", real.api.path("ConfigMap", F.MCO_NS, "machine-config-osimageurl"), cm)
+    mco = real.api.get("MachineConfig", "", "00-worker")
+    mco["spec"]["config"]["storage"]["files"].append({"path": "/etc/release", "mode": 420,
+                                                      "contents": {"source": "data:,4.16.1"}})
+    real.api.request("PUT", real.api.path("MachineConfig", "", "00-worker"), mco)
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -164,41 +173,49 @@ def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, rea
 
 
 def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(component, real, registry):
-    """SIGKILL of `ocl-reconcile run` (a process of its own, as the CronJob's) at spread-out moments of
-    the gate's cycle: after each kill the pool is paused only with our record `held`, and the next runs
-    go on from the record to the state a run never killed reaches (held, our image, rolled out)."""
+    """SIGKILL of `ocl-reconcile run` (a process of its own, as the CronJob's) right after its k-th write
+    (read off its log, line by line, as it goes), for k = 1, 2, ... at each stage of the gate's cycle:
+    after each kill the pool is paused only with our record `held`, and the next runs go on from the
+    record to the state a run never killed reaches (held, our image, rolled out)."""
     import os
     import signal
     import subprocess
     import sys
-    import time
+
+    from reconcile.cluster import lease
     start(real, F.BUILDER, registry)
     env = dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z")
     args = [sys.executable, "-m", "reconcile", "run", "--kubeconfig", real.kubeconfig, "--timeout", "30"]
     kills = 0
-    from reconcile.cluster import lease
-    for delay in [0.4 + 0.025 * i for i in range(20)]:          # spread over a run's writes
-        log = real.tmp / f"killed-{delay}.log"
-        with open(log, "w") as err:
-            proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
-            time.sleep(delay)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+    for _stage in range(6):
+        k = 1
+        while True:                                  # kill after write k; a run with fewer writes finishes
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            seen, done = 0, False
+            for line in proc.stderr:
+                done = done or "run done:" in line
+                seen += any(w in line for w in ("INFO create ", "INFO patch ", "INFO delete "))
+                if seen == k and not done:
+                    proc.send_signal(signal.SIGKILL)
+                    kills += 1
+                    break
             proc.wait(timeout=30)
-        said = log.read_text()
-        # killed between its writes: it logged one and never its summary
-        kills += ("run done:" not in said and any(w in said for w in ("INFO create ", "INFO patch ", "INFO delete ")))
-        # the killed run's Lease outlives it by design (--timeout + 60 s); it has expired by the next tick
-        real.api.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{F.NS}/leases/{lease.NAME}", ok=(404,))
-        pool = real.pool()
-        if pool["spec"].get("paused"):
-            assert (pool["metadata"].get("annotations") or {}).get(A.GATE) == hold.HELD, pool["metadata"]
+            proc.stderr.close()
+            # the killed run's Lease outlives it by design (--timeout + 60 s): expired by the next tick
+            real.api.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{F.NS}/leases/{lease.NAME}",
+                             ok=(404,))
+            pool = real.pool()
+            if pool["spec"].get("paused"):
+                assert (pool["metadata"].get("annotations") or {}).get(A.GATE) == hold.HELD, pool["metadata"]
+            if done or seen < k:
+                break
+            k += 1
         N.settle_api(real.api, F.BASE)
         live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
                 and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
         if live:
             real.finish("Succeeded", digest=R.push_image(registry, "ocl/os-image", f"kill-{live[0]['metadata']['name']}"))
-    assert kills, "no run was killed between its writes: the delays do not fit this machine"
+    assert kills >= 3, f"only {kills} runs were killed between their writes"
     cycle(real, registry, N.Counter())
     assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
     assert rendered(real)["spec"]["osImageURL"] == ours(real)["spec"]["osImageURL"] == real.ann()[A.IMAGE]

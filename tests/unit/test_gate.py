@@ -162,13 +162,36 @@ def test_explain_and_json_say_what_the_gate_holds_and_does(any_cli):
 
 
 def test_metrics_count_the_pools_held_and_released(run_cli, tmp_path):
+    """ocl_rollout_held says a change is held back from the machines (not the pause between rollouts)."""
     items = cycle(run_cli, cluster(), mconode.Counter())
-    code, _, err = run_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
+    run_cli.run(items, "--metrics-file", str(tmp_path / "m0.prom"))
+    text = (tmp_path / "m0.prom").read_text()
+    assert 'ocl_rollout_held{pool="worker"} 0.0' in text and 'ocl_rollout_held_seconds{pool="worker"}' not in text
+    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    items, _ = mconode.settle(items, F.BASE)                 # rendered while held
+    run_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
     text = (tmp_path / "m.prom").read_text()
     assert 'ocl_rollout_held{pool="worker"} 1.0' in text and 'ocl_rollout_hold_released{pool="worker"} 0.0' in text
-    assert 'ocl_rollout_held_seconds{pool="worker"}' in text
-    items = copy.deepcopy(items) + [source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"})]
+    assert 'ocl_rollout_held_seconds{pool="worker"} 0.0' in text          # the wait starts now
     items = cycle(run_cli, items, mconode.Counter(), outcome="Failed")
     run_cli.run(items, "--metrics-file", str(tmp_path / "m2.prom"))
     text = (tmp_path / "m2.prom").read_text()
     assert 'ocl_rollout_held{pool="worker"} 0.0' in text and 'ocl_rollout_hold_released{pool="worker"} 1.0' in text
+
+
+@pytest.mark.parametrize("record", [hold.ADMIN, hold.RELEASED, hold.ROLLING, hold.HELD])
+def test_without_valid_settings_or_on_a_failed_write_every_record_is_kept(any_cli, record):
+    """The gate cannot know what the settings want (a typo in the ConfigMap), nor should recording a
+    failed write (apply._record_error, lifecycle.blocked) decide it: nothing of the record changes."""
+    from reconcile.core import lifecycle
+    items = cluster(paused=record == hold.HELD)
+    pool(items)["metadata"]["annotations"].update({A.GATE: record, A.GATE_CONFIG: pool(items)["spec"]["configuration"]["name"],
+                                                   A.GATE_SINCE: "2026-11-29T11:59:00Z"})
+    plan = lifecycle.blocked(pool(items), "create Pod/x: 500", F.NOW)
+    assert not any(hold.KEYS[0].replace("/", "~1") in op.get("path", "") or op.get("path") == "/spec/paused"
+                   for a in plan.actions if a.verb == "patch" for op in a.patch)
+    items = copy.deepcopy(items)
+    F.find(items, "ConfigMap", "on-cluster-build-config")[0]["data"]["rolloutGate"] = "typo"
+    code, after, _ = any_cli.run(items)
+    assert code == 2 and pool(after)["metadata"]["annotations"][A.GATE] == record
+    assert bool(pool(after)["spec"].get("paused")) is (record == hold.HELD)

@@ -145,3 +145,31 @@ def test_pausing_is_guarded_by_its_own_value():
     ops = hold.ops_on(set_, hold.Gate(Move.HOLD), "t")
     assert ops[:2] == [{"op": "test", "path": "/spec/paused", "value": False},
                        {"op": "replace", "path": "/spec/paused", "value": True}]
+
+
+def test_a_record_without_a_readable_time_is_not_held_for_ever():
+    """A `gate-since` someone removed or garbled counts as timed out (issue 30: a hold never blocks
+    the cluster for ever)."""
+    for since in (None, "yesterday"):
+        ann = {A.GATE: hold.HELD, A.GATE_CONFIG: "rendered-worker-2", **({A.GATE_SINCE: since} if since else {})}
+        p = pool(paused=True, rendered="rendered-worker-2", current="rendered-worker-1", updated=0, **ann)
+        assert step(p, {A.STATE: A.BUILDING, A.RENDERED: "rendered-worker-2"})[0] is Move.RELEASE_TIMEOUT
+
+
+def test_one_wait_across_several_rendered_configs_is_one_span():
+    """An upgrade renders several configs in turn: holdTimeout bounds the whole wait, not each."""
+    p = pool(paused=True, rendered="rendered-worker-3", current="rendered-worker-1", updated=0,
+             **{A.GATE: hold.HELD, A.GATE_CONFIG: "rendered-worker-2", A.GATE_SINCE: "2026-11-29T11:00:00Z"})
+    move, after, _ = step(p, {A.STATE: A.PENDING, A.RENDERED: "rendered-worker-3"})
+    assert move is Move.WAIT and after["metadata"]["annotations"][A.GATE_SINCE] == "2026-11-29T11:00:00Z"
+    rested = pool(paused=True, rendered="rendered-worker-3", current="rendered-worker-2",
+                  **{A.GATE: hold.HELD, A.GATE_CONFIG: "rendered-worker-2", A.GATE_SINCE: "2026-11-29T11:00:00Z"})
+    move, after, _ = step(rested, {A.STATE: A.PENDING, A.RENDERED: "rendered-worker-3"})
+    assert move is Move.WAIT and after["metadata"]["annotations"][A.GATE_SINCE] == "2026-11-29T12:00:00Z"
+
+
+def test_an_administrators_pause_over_a_release_is_theirs():
+    p = pool(paused=True, **{A.GATE: hold.RELEASED, A.GATE_REASON: "holdTimeout: released pool failed-pool"})
+    assert hold.shown(p) == "paused by an administrator"
+    p["spec"]["paused"] = False
+    assert hold.shown(p) == "released (holdTimeout)"              # the reason's code, not a word in a name
