@@ -56,6 +56,10 @@ CASES = {
                                "Secret ocl-reconciler/push-secret (from on-cluster-build-config key 'finalImagePushSecretName') is of type Opaque without key .dockerconfigjson; want type kubernetes.io/dockerconfigjson"),
     "push secret not JSON": (with_settings(F.secret("push-secret", payload=b"s3cr3t-not-json")),
                              "Secret ocl-reconciler/push-secret: key .dockerconfigjson is empty or not a JSON object"),
+    "unknown rollout gate": (with_settings(F.build_config(rollout="machineconfig", rolloutGate="maybe")),
+                             "ConfigMap on-cluster-build-config: key 'rolloutGate': unknown value 'maybe' (want one of hold, none)"),
+    "hold timeout not a duration": (with_settings(F.build_config(rollout="machineconfig", holdTimeout="2 days")),
+                                    "ConfigMap on-cluster-build-config: key 'holdTimeout': '2 days' is not a positive duration (e.g. 2h, 90m, 1h30m, 600s)"),
     "release with control chars": (with_settings(F.osimageurl(releaseVersion="4.16\n0")),
                                    "ConfigMap machine-config-osimageurl: key 'releaseVersion' holds control characters"),
 }
