@@ -3,6 +3,7 @@ multi-document YAML stream, read from a file or `-` for stdin."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -236,5 +237,8 @@ def write(path: str, items: Iterable[Mapping[str, Any]]) -> None:
     if path == "-":
         sys.stdout.write(text)
         return
-    with open(path, "w", encoding="utf-8") as fh:
+    # it holds every Secret read: the owner's alone, an existing file included
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)

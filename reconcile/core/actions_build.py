@@ -137,6 +137,9 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
         return record_blocked(s, str(err))
     ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     why_not = not_reused(d.lookup)
+    foreign = images.produced(d.pool, d.inputs.build_id)
+    if foreign and not images.ours(foreign, d.settings.repo):
+        s.plan.notes.append(f"not reused: {foreign} is not in the configured repository {d.settings.repo}")
     if retry:
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
         s.plan.notes += [why_not] if why_not else []     # the message keeps attempts only

@@ -55,7 +55,10 @@ class Decision:
     def candidate(self) -> str | None:
         """START, RETRY: the image the history maps the build id to; the shell asks the registry
         about it and passes the answer to `with_lookup`."""
-        return images.produced(self.pool, self.inputs.build_id) if self.needs_build else None
+        found = images.produced(self.pool, self.inputs.build_id) if self.needs_build else None
+        # an entry another user may have written is never a source of images: ours only
+        ours = found and self.settings is not None and images.ours(found, self.settings.repo)
+        return found if ours else None
 
 
 def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:

@@ -203,11 +203,11 @@ def test_a_build_id_never_built_is_not_a_candidate():
     pool = F.pool(annotations={A.IMAGES: f"someotherid=r.example.com/os@{DIGESTS[0]}", A.ARCH: "amd64"})
     (d,) = lifecycle.decide_cluster(found, [pool], [], machineconfigs={"rendered-worker-1": F.machineconfig("rendered-worker-1")})
     assert d.transition is lifecycle.Transition.START and d.candidate is None
-    pool["metadata"]["annotations"][A.IMAGES] = f"{d.inputs.build_id}=r.example.com/os@{DIGESTS[0]}"
+    pool["metadata"]["annotations"][A.IMAGES] = f"{d.inputs.build_id}={F.REPO}@{DIGESTS[0]}"     # of the configured repository
     (d,) = lifecycle.decide_cluster(found, [pool], [], machineconfigs={"rendered-worker-1": F.machineconfig("rendered-worker-1")})
-    assert d.candidate == f"r.example.com/os@{DIGESTS[0]}"
+    assert d.candidate == f"{F.REPO}@{DIGESTS[0]}"
     gone = lifecycle.with_lookup(d, images.Lookup(d.candidate, False))
     assert gone.transition is lifecycle.Transition.START
     plan = lifecycle.act(gone, F.NOW, F.machineconfig(d.inputs.rendered_config))
-    assert plan.message == f"building again: r.example.com/os@{DIGESTS[0]} is gone from the registry"
+    assert plan.message == f"building again: {F.REPO}@{DIGESTS[0]} is gone from the registry"
     assert [a.obj["kind"] for a in plan.actions if a.verb == "create"].count("ConfigMap") == 2

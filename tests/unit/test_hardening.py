@@ -1,0 +1,58 @@
+"""Parts of issue 31 (only the reconciler decides what the nodes boot): a snapshot file holds every
+Secret, so it is written 0600 (row 8); proxy credentials in a build's env are masked in `diff` as
+Secret values are (row 9); an image history entry another user wrote is never reused unless it is an
+image of the configured repository (row 3)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import stat
+
+import pytest
+
+from reconcile.contract import annotations as A
+from tests.support import factory as F
+
+pytestmark = pytest.mark.usefixtures("builder")
+
+
+def test_a_written_snapshot_is_readable_by_its_owner_only(run_cli, tmp_path):
+    out = tmp_path / "after.yaml"
+    code, _, err = run_cli("run", "--snapshot", str(run_cli.write(F.cluster())), "--write-snapshot", str(out))
+    assert code == 0, err
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def proxied(items, url):
+    items = copy.deepcopy(items)
+    items.append({"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": {"name": "cluster"},
+                  "spec": {"httpProxy": url, "httpsProxy": url}, "status": {"httpProxy": url, "httpsProxy": url}})
+    return items
+
+
+def test_proxy_credentials_never_reach_diff_output(run_cli):
+    items = proxied(F.cluster(), "http://proxyuser:s3cr3t-proxy@proxy.example.com:3128")
+    code, out, _ = run_cli.on(items, "diff", "--color", "never")
+    assert code == 1 and "proxy.example.com:3128" in out, out[-500:]
+    assert "s3cr3t-proxy" not in out and "proxyuser" not in out
+    code, out, _ = run_cli.on(items, "diff", "-o", "json")
+    assert "s3cr3t-proxy" not in out and "proxy.example.com:3128" in out
+
+
+def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli):
+    """Someone who may patch pools writes `<build id>=<another registry>/evil/os@sha256:...` for the build
+    id the pool needs: the run builds instead of handing that image to the nodes, and says why."""
+    items = F.cluster()
+    code, started, _ = run_cli.run(items)
+    build_id = F.owned(started, "worker")[0]["metadata"]["labels"]["ocl-reconciler.io/build-id"]
+    evil = "evil.example.com/pwn/os@sha256:" + "6" * 64
+    items = copy.deepcopy(items)
+    F.the_pool(items)["metadata"]["annotations"][A.IMAGES] = f"{build_id}={evil}"
+    code, out, _ = run_cli.on(items, "diff", "-o", "json")
+    plan = json.loads(out)["pools"][0]
+    assert plan["transition"] == "START" and evil not in json.dumps(plan["actions"][-1:])
+    code, after, err = run_cli.run(items)
+    assert code == 0 and F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.PENDING, err
+    assert A.IMAGE not in F.the_pool(after)["metadata"]["annotations"]
+    assert f"not reused: {evil} is not in the configured repository {F.REPO}" in err
