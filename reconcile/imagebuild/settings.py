@@ -68,9 +68,15 @@ _PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
 #: first a node evicts. No CPU limit (throttling only slows it). The deadline bounds a hung build:
 #: the Pod's activeDeadlineSeconds, the Build's completionDeadlineSeconds (OpenShift's default is a
 #: week: openshift-controller-manager pkg/build/controller/strategy/util.go, setupActiveDeadline).
+#: Disk: the build's image storage (vfs, under $HOME) lives on the node's disk, so the container
+#: asks for ephemeral-storage and is evicted past its limit, and the buildah Pod's emptyDirs carry
+#: the limit as their sizeLimit: a build cannot fill the node's disk. Provisional defaults (20Gi,
+#: 80Gi) until the build benchmark of the build-speed issue measures a layered OS build's peak.
 BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
                    "buildMemoryRequest": ("requests", "memory", "2Gi"),
-                   "buildMemoryLimit": ("limits", "memory", "8Gi")}
+                   "buildMemoryLimit": ("limits", "memory", "8Gi"),
+                   "buildEphemeralStorageRequest": ("requests", "ephemeral-storage", "20Gi"),
+                   "buildEphemeralStorageLimit": ("limits", "ephemeral-storage", "80Gi")}
 BUILD_TIMEOUT_KEY, DEFAULT_BUILD_TIMEOUT = "buildTimeoutSeconds", 7200
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
@@ -201,10 +207,13 @@ def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
             raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a quantity "
                                 "(e.g. 500m, 2, 4Gi)")
         out[kind][resource] = value
-    if _amount(out["requests"]["memory"]) > _amount(out["limits"]["memory"]):
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: buildMemoryRequest {out['requests']['memory']} is "
-                            f"more than buildMemoryLimit {out['limits']['memory']} (the API server refuses "
-                            "the Pod)")
+    for resource, request, limit in (("memory", "buildMemoryRequest", "buildMemoryLimit"),
+                                     ("ephemeral-storage", "buildEphemeralStorageRequest",
+                                      "buildEphemeralStorageLimit")):
+        if _amount(out["requests"][resource]) > _amount(out["limits"][resource]):
+            raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {request} {out['requests'][resource]} is "
+                                f"more than {limit} {out['limits'][resource]} (the API server refuses "
+                                "the Pod)")
     return out
 
 

@@ -143,6 +143,12 @@ def test_build_pod_security_and_secret_handling():
     assert "privileged': True" not in text
     (container,) = pod["spec"]["containers"]
     assert container["securityContext"]["privileged"] is False
+    # issue 31 item 6: an explicit seccomp profile, no token, a bounded disk
+    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["spec"]["automountServiceAccountToken"] is False and pod["spec"]["serviceAccountName"] == "ocl-builder"
+    assert container["resources"]["limits"]["ephemeral-storage"] == "80Gi"
+    assert container["resources"]["requests"]["ephemeral-storage"] == "20Gi"
+    assert [v["emptyDir"] for v in pod["spec"]["volumes"] if "emptyDir" in v] == [{"sizeLimit": "80Gi"}]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert pod["spec"]["restartPolicy"] == "Never"
     assert all(set(e) == {"name", "value"} for e in container["env"])   # explicit, no refs

@@ -150,14 +150,19 @@ def test_a_build_input_at_a_path_the_build_pod_uses_blocks_the_pool_naming_it(pa
 
 def test_both_builders_get_the_same_resources_and_deadline_from_the_settings(any_cli, builder):
     from tests.support import factory as F
-    items = F.cluster(settings=[F.build_config(buildMemoryLimit="16Gi", buildTimeoutSeconds="3600"), F.osimageurl(),
+    items = F.cluster(settings=[F.build_config(buildMemoryLimit="16Gi", buildTimeoutSeconds="3600",
+                                               buildEphemeralStorageLimit="100Gi"), F.osimageurl(),
                                 F.secret("pull-secret"), F.secret("push-secret")])
     code, after, err = any_cli.run(items)
     assert code == 0, err
     (obj,) = [o for o in F.owned(after, "worker") if o["kind"] in ("Pod", "Build")]
-    want = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "16Gi"}}
+    want = {"requests": {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "20Gi"},
+            "limits": {"memory": "16Gi", "ephemeral-storage": "100Gi"}}
     if obj["kind"] == "Pod":
         assert obj["spec"]["containers"][0]["resources"] == want and obj["spec"]["activeDeadlineSeconds"] == 3600
+        # every emptyDir bounded by the limit (the controller makes the Build's Pod: not ours to size)
+        empty = [v["emptyDir"] for v in obj["spec"]["volumes"] if "emptyDir" in v]
+        assert empty and all(e == {"sizeLimit": "100Gi"} for e in empty)
     else:       # the controller copies both to its Pod (strategy/docker.go, strategy/util.go setupActiveDeadline)
         assert obj["spec"]["resources"] == want and obj["spec"]["completionDeadlineSeconds"] == 3600
 
@@ -165,6 +170,8 @@ def test_both_builders_get_the_same_resources_and_deadline_from_the_settings(any
 @pytest.mark.parametrize("key, value, says", [
     ("buildMemoryLimit", "lots", "key 'buildMemoryLimit': 'lots' is not a quantity"),
     ("buildCPURequest", "-1", "key 'buildCPURequest': '-1' is not a quantity"),
+    ("buildEphemeralStorageRequest", "a disk", "key 'buildEphemeralStorageRequest': 'a disk' is not a quantity"),
+    ("buildEphemeralStorageLimit", "80 Gi", "key 'buildEphemeralStorageLimit': '80 Gi' is not a quantity"),
     ("buildTimeoutSeconds", "0", "key 'buildTimeoutSeconds': '0' is not a positive number of seconds"),
     ("buildTimeoutSeconds", "²", "key 'buildTimeoutSeconds': '²' is not a positive number of seconds"),
 ])
@@ -228,3 +235,12 @@ def test_a_memory_request_above_its_limit_blocks_naming_both():
     ok = settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildMemoryRequest="8192Mi"),
                               "machine-config-osimageurl": F.osimageurl()})
     assert ok.build_resources["requests"]["memory"] == "8192Mi"          # 8192Mi == 8Gi: allowed
+
+
+def test_an_ephemeral_storage_request_above_its_limit_blocks_naming_both():
+    from reconcile.imagebuild import settings
+    from tests.support import factory as F
+    with pytest.raises(settings.SettingsError, match="buildEphemeralStorageRequest 100Gi is more than "
+                                                     "buildEphemeralStorageLimit 80Gi"):
+        settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildEphemeralStorageRequest="100Gi"),
+                             "machine-config-osimageurl": F.osimageurl()})
