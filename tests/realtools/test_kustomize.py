@@ -202,9 +202,10 @@ def test_the_pool_policy_ships_with_every_openshift_overlay_but_the_4_16_one():
     with_policy = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift")}
     without = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift-4.16")}
     assert {k: v for k, v in with_policy.items() if k in without} == without       # nothing else changed
-    added = {k[0]: v for k, v in with_policy.items() if k not in without}
+    both = {k: v for k, v in with_policy.items() if k not in without}
+    assert {k[2] for k in both} == {"ocl-reconciler-pools", "ocl-reconciler-namespace"}       # and components/namespace-policy
+    added = {k[0]: v for k, v in both.items() if k[2] == "ocl-reconciler-pools"}
     assert sorted(added) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
-    assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-pools"}
     policy = added["ValidatingAdmissionPolicy"]["spec"]
     assert policy["failurePolicy"] == "Fail"
     (rule,) = policy["matchConstraints"]["resourceRules"]
@@ -227,6 +228,36 @@ def test_the_pool_policy_ships_with_every_openshift_overlay_but_the_4_16_one():
     for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
         assert wave[(kind, "", "ocl-reconciler-pools")] < wave[("ClusterRole", "", "ocl-reconciler")] \
             == wave[("ClusterRoleBinding", "", "ocl-reconciler")]
+
+
+def test_the_namespace_policy_ships_with_every_openshift_overlay_but_the_4_16_one():
+    """components/namespace-policy (issue 31 item 5): a policy on the Secrets and Pods our
+    ServiceAccount creates, and its binding, in overlays/openshift and every overlay built on it, not
+    in base nor overlays/openshift-4.16; synced by Argo CD before the RBAC whose `create` it narrows.
+    tests/realapi/test_realapi_namespace_policy.py proves its rules on a real server."""
+    with_policy = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift")}
+    added = {k[0]: v for k, v in with_policy.items() if k[2] == "ocl-reconciler-namespace"}
+    assert sorted(added) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert all(v["metadata"]["labels"]["app.kubernetes.io/component"] == "namespace-policy" for v in added.values())
+    policy = added["ValidatingAdmissionPolicy"]["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [""] and sorted(rule["resources"]) == ["pods", "secrets"]
+    assert rule["operations"] == ["CREATE"]
+    rollout = next(yaml.safe_load_all((F.ROOT / "kustomize/components/rollout/policy.yaml").read_text()))
+    assert policy["matchConditions"] == rollout["spec"]["matchConditions"]           # our SA, as there
+    assert all(v.get("reason") == "Forbidden" and v["message"].startswith("ocl-reconciler may ")
+               and "\n" not in v["message"] for v in policy["validations"])
+    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": "ocl-reconciler-namespace",
+                                                                 "validationActions": ["Deny"]}
+    for overlay in ("base", "overlays/openshift-4.16"):
+        assert not [d for d in build(F.ROOT / "kustomize" / overlay) if d["metadata"]["name"] == "ocl-reconciler-namespace"]
+    for overlay in ("overlays/openshift-rollout", "overlays/argocd"):
+        assert {_key(d) for d in build(F.ROOT / "kustomize" / overlay)} >= {_key(v) for v in added.values()}, overlay
+    argocd = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/argocd")}
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        wave = argocd[(kind, "", "ocl-reconciler-namespace")]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
+        assert wave == "-2"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -93,6 +93,7 @@ ROLLOUT_POLICY = "ocl-reconciler-rollout"
 POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT = (F.ROOT / "kustomize/overlays/openshift",
                                             F.ROOT / "kustomize/overlays/openshift-4.16")
 POOL_POLICY = "ocl-reconciler-pools"
+NAMESPACE_POLICY = "ocl-reconciler-namespace"
 
 
 def cache_dir() -> Path:
@@ -489,7 +490,15 @@ class RealAPI:
     # the pool policy (kustomize/components/pool-policy) ------------------------------------------
     def pool_policy_objects(self) -> list[dict[str, Any]]:
         """The policy on pools and its binding, as overlays/openshift renders them."""
-        return self.added_objects(POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT)
+        return self._component(POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT, "pool-policy")
+
+    def _component(self, overlay: Path, without: Path, component: str) -> list[dict[str, Any]]:
+        """What `overlay` adds to `without` that carries the label app.kubernetes.io/component=`component`."""
+        objs = [o for o in self.added_objects(overlay, without)
+                if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component]
+        if not objs:
+            raise RuntimeError(f"{overlay.name} adds nothing of components/{component}")
+        return objs
 
     def install_pool_policy(self) -> None:
         """Create (or replace) the pool policy and its binding, then wait until the server enforces
@@ -518,6 +527,34 @@ class RealAPI:
                                      patch, "application/json-patch+json")
         finally:
             self.request("DELETE", path, ok=(404,))
+
+    # the namespace policy (kustomize/components/namespace-policy) --------------------------------
+    def namespace_policy_objects(self) -> list[dict[str, Any]]:
+        """The policy on our namespace's Secrets and Pods and its binding, as overlays/openshift renders them."""
+        return self._component(POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT, "namespace-policy")
+
+    def install_namespace_policy(self) -> None:
+        """Create (or replace) the namespace policy and its binding, then wait until it is enforced."""
+        self._put(self.namespace_policy_objects())
+        self.wait_namespace_policy("enforced", lambda status, message: status == 403 and
+                                   f"ValidatingAdmissionPolicy '{NAMESPACE_POLICY}'" in message)
+
+    def remove_namespace_policy(self) -> None:
+        """Delete the binding, wait until the probe passes again, then the policy."""
+        objs = sorted(self.namespace_policy_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
+        for index, obj in enumerate(objs):
+            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
+            if index == 0:
+                self.wait_namespace_policy("unbound", lambda status, message: status == 201)
+
+    def wait_namespace_policy(self, what: str, done: Any) -> None:
+        """Poll until `done(status, message)` holds for the reconciler's dry-run create of a
+        service-account-token Secret: the policy refuses it, RBAC allows it."""
+        probe = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                 "metadata": {"name": "probe-namespace-policy", "namespace": F.NS,
+                              "annotations": {"kubernetes.io/service-account.name": "ocl-reconciler"}}}
+        self._poll_as_reconciler(f"the namespace policy is not {what}", done, "POST",
+                                 self.path("Secret", F.NS) + "?dryRun=All", probe)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
