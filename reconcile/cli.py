@@ -198,7 +198,7 @@ def _planner(cluster, args, now: datetime):
         seen = observe.observe(cluster, args.namespace)
     planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
     if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
-        from reconcile import registry
+        from reconcile.cluster import registry
         planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                   ca_file=ca)
     return seen, planner

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile import registry
-from reconcile.cluster import Cluster, Forbidden, NotFound
+from reconcile.cluster import Cluster, Forbidden, NotFound, registry
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem

@@ -268,7 +268,7 @@ def test_push_to_a_registry_whose_certificate_the_service_ca_signed(env, run_cli
         assert code != 0 and "certificate" in logs.lower(), logs
 
         # the reuse check over verified HTTPS, with the CA and without
-        from reconcile import registry as client
+        from reconcile.cluster import registry as client
         pushed = R.auth_file(secure, "pusher")["auths"]
         assert client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
         with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):

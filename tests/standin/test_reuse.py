@@ -13,7 +13,7 @@ import json
 import kubelet  # examples/kubelet.py
 import pytest
 
-from reconcile import registry
+from reconcile.cluster import registry
 from reconcile.contract import annotations as A
 from reconcile.core import events, images, lifecycle
 from tests.conftest import ApiCli
