@@ -273,6 +273,11 @@ def test_push_to_a_registry_whose_certificate_the_service_ca_signed(env, run_cli
         assert client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
         with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):
             client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed)
+        # the reuse check reads the image config over verified HTTPS: the build labelled it with its id
+        found = client.labels(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
+        assert found["ocl-reconciler.io/build-id"] == pod["metadata"]["labels"]["ocl-reconciler.io/build-id"]
+        with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):
+            client.labels(f"{secure.host}/ocl/os-image@{digest}", pushed)
         # pruning over verified HTTPS: an older image of the pool goes, the new one stays
         old = R.push_image(secure, "ocl/os-image", "old")
         built = f"{secure.host}/ocl/os-image@{digest}"
