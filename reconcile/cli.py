@@ -198,7 +198,7 @@ def _planner(cluster, args, now: datetime):
         seen = observe.observe(cluster, args.namespace)
     planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
     if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
-        from reconcile import registry
+        from reconcile.cluster import registry
         planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                   ca_file=ca)
     return seen, planner
@@ -244,6 +244,38 @@ def _notices(cluster, args, seen, plans, result=None) -> None:
             logging.getLogger("reconcile").warning("%s", notice)
 
 
+def _strays(cluster, seen, now: datetime) -> int:
+    """With `rollout: machineconfig`: MachineConfigs named like ours that we did not write, from what
+    the run read (core/rollout.py `strays`): a warning line each, and a Warning Event on the pool it
+    names (once: the Event's name is keyed on the MachineConfig's uid). Returns how many."""
+    import logging
+
+    from reconcile.cluster import AlreadyExists, ClusterError, observe
+    from reconcile.contract import objects
+    from reconcile.core import events, rollout
+    if not observe._rollout(seen.settings):
+        return 0
+    found = rollout.strays(seen.pools, seen.owned, seen.settings.repo)
+    pools = {objects.name(p): p for p in seen.pools}
+    mcs = {objects.name(o): o for o in seen.owned if o.get("kind") == rollout.KIND}
+    log = logging.getLogger("reconcile")
+    for stray in found:
+        log.warning("%s", stray.line())
+        pool = pools.get(stray.pool) or pools.get(stray.name[len(rollout.PREFIX):])
+        if pool is None:
+            continue
+        uid = objects.meta(mcs.get(stray.name) or {}).get("uid", "")
+        try:
+            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(), f"{stray.name}={uid}",
+                                         now.strftime("%Y-%m-%dT%H:%M:%SZ"), kind="Warning"))
+        except AlreadyExists:
+            pass                                # told already
+        except ClusterError as err:
+            log.warning("could not tell pool %s of stray MachineConfig %s: %s", objects.name(pool),
+                        stray.name, err)
+    return len(found)
+
+
 def _observe(cluster, args, now: datetime):
     """Read the cluster and plan every pool at once (diff, render, explain)."""
     seen, planner = _planner(cluster, args, now)
@@ -277,6 +309,7 @@ def cmd_run(args, now: datetime) -> int:
                                    planner.prune)
         if not result.unread:       # a notice reads too: after a failed read, the summary comes first
             _notices(cluster, args, seen, [o.plan for o in result.outcomes], result)
+        strays = _strays(cluster, seen, now)
     finally:
         try:
             lease.release(cluster, held)
@@ -290,7 +323,8 @@ def cmd_run(args, now: datetime) -> int:
         registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
                                    metrics.build_durations(result.outcomes, seen.owned, now), now,
                                    metrics.rollouts(seen.pools, seen.owned, [o.plan for o in result.outcomes
-                                                                             if not o.error]))
+                                                                             if not o.error]),
+                                   strays)
         for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
             logging.getLogger("reconcile").warning("%s", problem)
     if args.write_snapshot:

@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconcile import registry
-from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, Denied, Invalid, NotFound
+from reconcile.cluster import (
+    AlreadyExists,
+    Cluster,
+    ClusterError,
+    Conflict,
+    Denied,
+    Invalid,
+    NotFound,
+    registry,
+)
 from reconcile.contract import admission, naming, objects
 from reconcile.core import actions_table, decision, images, mcolabel
 from reconcile.core.actions import Action, PoolPlan, carried_out

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from reconcile import registry
-from reconcile.cluster import Cluster, Forbidden, NotFound
+from reconcile.cluster import Cluster, Forbidden, NotFound, registry
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
@@ -263,18 +262,20 @@ class Planner:
     #: the last plan's decisions by pool (render prints what they keep)
     decided: dict[str, decision.Decision] = field(default_factory=dict)
 
-    def _lookup(self, image: str) -> images.Lookup:
-        """Does the registry still have an image we would reuse? Asked once per run; a failure
-        to ask is an answer too (the pool builds, saying so): an optimisation never blocks."""
-        if image not in self.lookups:
+    def _lookup(self, image: str, build_id: str) -> images.Lookup:
+        """Does the registry still have an image we would reuse, labelled by our build of this
+        build id (the manifest and its config, two GETs)? Asked once per run; a failure to ask is
+        an answer too (the pool builds, saying so): an optimisation never blocks."""
+        key = f"{build_id}={image}"
+        if key not in self.lookups:
             if self.registry_client is None:
-                self.lookups[image] = images.Lookup(image, True, simulated=True)
+                self.lookups[key] = images.Lookup(image, True, simulated=True)
             else:
                 try:
-                    self.lookups[image] = images.Lookup(image, self.registry_client.exists(image))
+                    self.lookups[key] = images.labelled(image, self.registry_client.labels(image), build_id)
                 except registry.RegistryError as err:
-                    self.lookups[image] = images.Lookup(image, None, str(err))
-        return self.lookups[image]
+                    self.lookups[key] = images.Lookup(image, None, str(err))
+        return self.lookups[key]
 
     def _read_machineconfigs(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
@@ -342,7 +343,7 @@ class Planner:
                 d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
                                          due.with_fresh(from_nodes | {entry.name}), self.now)
             if d.candidate:
-                d = decision.with_lookup(d, self._lookup(d.candidate))
+                d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
             d = self._check_rollout(d)

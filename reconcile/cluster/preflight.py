@@ -11,8 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from reconcile import registry
-from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe
+from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe, registry
 from reconcile.contract import admission, objects
 from reconcile.core import decision, desired, images, rolloutcheck, transitions
 from reconcile.imagebuild import auth, settings

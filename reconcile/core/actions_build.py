@@ -158,6 +158,8 @@ def not_reused(lookup: images.Lookup | None) -> str:
     """Why a build id that produced an image before builds again (nothing if it never did)."""
     if lookup is None or lookup.found:
         return ""
+    if lookup.found is False and lookup.detail:
+        return f"building again: {lookup.image} is not reused: {lookup.detail}"
     if lookup.found is False:
         return f"building again: {lookup.image} is gone from the registry"
     return f"building again: could not ask the registry for {lookup.image}: {lookup.detail}"

@@ -168,10 +168,13 @@ def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1,
 
 
 def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
+    """image-labels.yaml's, then our build id (not an input: a hash of them), which a reuse checks
+    in the image's config before reusing it (docs/contract.md, "Image reuse")."""
     values = asdict(inp)
     return [{"name": row["name"], "value": values[row["input"]]}
             for row in templates.table("image-labels.yaml")
-            if values[row["input"]] or not row.get("optional")]          # optional: left out when empty
+            if values[row["input"]] or not row.get("optional")] + [       # optional: left out when empty
+        {"name": naming.BUILD_ID_LABEL, "value": inp.build_id}]
 
 
 def os_content(inp: BuildInputs, machineconfig: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconcile.contract import annotations as A
-from reconcile.contract import objects
+from reconcile.contract import naming, objects
 from reconcile.core import patches
 from reconcile.core.actions import Action, PoolPlan
 
@@ -69,6 +69,20 @@ class Lookup:
     found: bool | None          # None: the registry could not be asked; `detail` says why
     detail: str = ""
     simulated: bool = False     # a snapshot run: not asked, taken as there
+
+
+def labelled(image: str, labels: Mapping[str, str] | None, build_id: str) -> Lookup:
+    """What the registry's answer for `image` (its config's labels; None: no such manifest) means
+    for reusing it for `build_id`: only an image our build of that id labelled is reused."""
+    if labels is None:
+        return Lookup(image, False)
+    found = labels.get(naming.BUILD_ID_LABEL)
+    if found == build_id:
+        return Lookup(image, True)
+    if found is None:
+        return Lookup(image, False, f"its image config has no {naming.BUILD_ID_LABEL} label")
+    return Lookup(image, False, f"its image config's {naming.BUILD_ID_LABEL} label is {found[:80]!r}, "
+                                f"not {build_id}")
 
 
 def pending(pools: Iterable[Mapping[str, Any]], keep: int) -> bool:

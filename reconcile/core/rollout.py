@@ -216,3 +216,45 @@ def remove(v: View, pool: Mapping[str, Any] | None, pool_name: str, time: str) -
                                                           kind="Warning")))
     out.actions.append(Action("delete", dict(live)))
     return out
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A MachineConfig named `ocl-osimageurl-*` that we did not write (docs/contract.md)."""
+    name: str
+    pool: str           # the pool its name points at ("": none), or that renders it
+    why: str
+
+    def line(self) -> str:
+        return f"stray MachineConfig {self.name}: {self.why}; the reconciler did not write it"
+
+
+def strays(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
+           repo: str | None) -> list[Stray]:
+    """What the labelled LIST of our MachineConfigs (`owned`) and the pools' rendered sources (free:
+    `spec.configuration.source`) show of MachineConfigs we did not write: one named like ours
+    without our label, or labelled and named like ours for a pool we do not build and never built
+    (no state of ours on it; an opted-out pool's own is deleted by the run), or whose image is not
+    `<repo>@sha256:...`. No extra read."""
+    by_name = {objects.name(p): p for p in pools}
+    labelled = {objects.name(o): o for o in owned
+                if o.get("kind") == KIND and objects.name(o).startswith(PREFIX)}
+    out: dict[str, Stray] = {}
+    for pool in by_name.values():
+        sources = ((pool.get("spec") or {}).get("configuration") or {}).get("source") or []
+        for src in sources if isinstance(sources, list) else []:
+            mc = src.get("name", "") if isinstance(src, Mapping) else ""
+            if isinstance(mc, str) and mc.startswith(PREFIX) and mc not in labelled and mc not in out:
+                out[mc] = Stray(mc, objects.name(pool), f"pool {objects.name(pool)} renders it, and it lacks "
+                                                        f"our label {naming.MANAGED_BY}={naming.MANAGER}")
+    for mc, obj in labelled.items():
+        pool_name = mc[len(PREFIX):]
+        pool = by_name.get(pool_name)
+        image = image_of(obj) or ""
+        if pool is None:
+            out[mc] = Stray(mc, "", f"no MachineConfigPool {pool_name} exists")
+        elif A.LAYERING_LABEL not in objects.labels(pool) and A.STATE not in objects.annotations(pool):
+            out[mc] = Stray(mc, pool_name, f"pool {pool_name} is not opted in and was never built")
+        elif repo is not None and image.partition("@")[0] != repo:
+            out[mc] = Stray(mc, pool_name, f"its osImageURL {image[:200]!r} is not in our repository {repo}")
+    return [out[k] for k in sorted(out)]

@@ -20,7 +20,7 @@ class Transition(enum.Enum):
              "create the ConfigMaps (our auth Secrets where needed) and the Pod or Build; delete the "
              "older builds' objects (a running one is interrupted: the message says which); `Pending`")
     REUSE = ("the same, but the pool's image history says this build id already produced an image "
-             "(a rollback) and the registry still has its manifest",
+             "(a rollback) and the registry still has its manifest, labelled with that build id",
              "build nothing: record that image, `Succeeded`, `reused <image> of build <id>`, Event "
              "`BuildReused`; delete the older builds' objects")
     PROGRESS = ("Pod `Pending` / `Running` (Build `New`, `Pending` / `Running`)", "`Pending` / `Building`")

@@ -60,7 +60,7 @@ def rollouts(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, An
 
 def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float,
             durations: Mapping[str, float], finished: datetime,
-            rollout_states: Mapping[str, rolloutcheck.State] | None = None):
+            rollout_states: Mapping[str, rolloutcheck.State] | None = None, strays: int = 0):
     from prometheus_client import CollectorRegistry, Gauge
     from prometheus_client import Counter as PCounter
 
@@ -107,6 +107,9 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
             overridden.labels(pool, found.winner).set(1)
     Gauge("ocl_reconcile_duration_seconds", "Duration of the reconcile run",
           registry=registry).set(seconds)
+    Gauge("ocl_stray_machineconfigs", "MachineConfigs named ocl-osimageurl-* that the reconciler did not "
+          "write (without our label, for a pool we do not build, or not of our repository)",
+          registry=registry).set(strays)
     Gauge("ocl_last_run_timestamp_seconds", "When the run ended (Unix time)",
           registry=registry).set(finished.timestamp())
     api = PCounter("ocl_api_requests", "API requests by verb and outcome", ["verb", "outcome"],

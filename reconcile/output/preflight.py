@@ -577,6 +577,18 @@ def _pools(f: Facts) -> list[Line]:
     return out
 
 
+@_check("stray-machineconfigs")
+def _strays(f: Facts) -> list[Line]:
+    """MachineConfigs named like ours that we did not write (core/rollout.py `strays`): from the
+    labelled LIST of ours and the pools' rendered sources, nothing more read."""
+    repo = f.settings.repo if isinstance(f.settings, Settings) else None
+    found = rollout.strays(f.pools, f.owned, repo)
+    if not found:
+        return [(OK, f"no stray MachineConfig named {rollout.PREFIX}*")]
+    return [(FAIL, s.line(), f"find who wrote it (docs/rollout-permissions.md, \"Stray MachineConfigs\"), "
+                             f"then oc delete machineconfig {s.name}") for s in found]
+
+
 @_check("pool-admission")
 def _pool_admission(f: Facts) -> list[Line]:
     """Every opted-in pool as the MCO's policy custom-machine-config-pool-selector judges it

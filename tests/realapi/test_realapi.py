@@ -18,6 +18,7 @@ import yaml
 
 from reconcile.cluster import lease
 from reconcile.contract import annotations as A
+from reconcile.contract import naming
 from reconcile.core import events
 from tests.support import factory as F
 from tests.support import realserver
@@ -465,8 +466,9 @@ def test_a_steady_run_reads_our_configmaps_and_secrets_as_metadata_only(real, mo
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_a_rollback_reuses_the_image_the_real_registry_still_has(real, builder, tmp_path):
     """A -> B -> A builds twice; after A's manifest is deleted, A builds again; with the registry
-    down, a rollback builds and says why. The registry is the real docker-registry (HEAD with
-    the push secret's credentials, which it does not check), the API server the real one."""
+    down, a rollback builds and says why. The registry is the real docker-registry (GET of the
+    manifest and its config, whose build-id label must be A's, with the push secret's credentials,
+    which it does not check), the API server the real one."""
     from tests.support import realbuild as R
     R.require_registry()
     reg = R.Registry(tmp_path)
@@ -481,7 +483,7 @@ def test_a_rollback_reuses_the_image_the_real_registry_still_has(real, builder, 
                 real.new_rendered_config(rendered)
             assert real.run()[0] == 0
             build_id = real.build_object()["metadata"]["labels"]["ocl-reconciler.io/build-id"]
-            real.finish("Succeeded", digest=R.push_image(reg, "ocl/os-image", marker))
+            real.finish("Succeeded", digest=R.push_image(reg, "ocl/os-image", marker, {naming.BUILD_ID_LABEL: build_id}))
             assert real.run()[0] == 0
             built[rendered] = (build_id, real.ann()[A.IMAGE])
 

@@ -132,6 +132,22 @@ def failing(lines: list[dict[str, str]]) -> set[str]:
     return {line["check"] for line in lines if line["result"] == "fail"}
 
 
+def test_a_stray_machineconfig_fails_preflight(real, openshift):
+    """Issue 31 item 4: an administrator's ocl-osimageurl-ghost labelled as ours, for a pool that
+    does not exist, is seen in the labelled LIST and fails the check; nothing else changes."""
+    reg, ca = openshift
+    real.seed(good(reg) + [{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                            "metadata": {"name": "ocl-osimageurl-ghost", "labels": {
+                                "machineconfiguration.openshift.io/role": "ghost",
+                                "app.kubernetes.io/managed-by": "ocl-reconciler"}},
+                            "spec": {"osImageURL": f"{reg.host}/ocl/os-image@sha256:{'1' * 64}"}}])
+    code, lines = preflight(real, ca)
+    assert code == 2 and failing(lines) == {"stray-machineconfigs"}, lines
+    (line,) = by_check(lines)["stray-machineconfigs"]
+    assert line["message"] == ("stray MachineConfig ocl-osimageurl-ghost: no MachineConfigPool ghost exists; "
+                               "the reconciler did not write it")
+
+
 def test_a_good_setup_passes_every_check(real, openshift):
     reg, ca = openshift
     real.seed(good(reg))
@@ -141,7 +157,7 @@ def test_a_good_setup_passes_every_check(real, openshift):
     checks = by_check(lines)
     assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
                             "builder-account", "registry", "openshift-version", "mco-builder", "pools",
-                            "pool-admission", "pod-security"]
+                            "stray-machineconfigs", "pool-admission", "pod-security"]
     # each ok says what it saw, as the server answered it
     assert "asked by impersonation" in checks["permissions"][0]["message"]
     assert f"answers https://{reg.host}/v2/ with the push credentials" in checks["registry"][0]["message"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from reconcile.contract import annotations as A
+from reconcile.contract import naming
 from reconcile.core import rollout
 from tests.support import factory as F
 from tests.support import mcorender, realserver
@@ -54,7 +55,8 @@ def ours(real, pool="worker"):
 def build(real, R, reg, marker, pool="worker"):
     code, err = real.run()
     assert code == 0 and real.ann(pool)[A.STATE] == A.PENDING, err
-    real.finish("Succeeded", pool, digest=R.push_image(reg, "ocl/os-image", marker))
+    build_id = real.build_object(pool)["metadata"]["labels"][naming.BUILD_ID_LABEL]
+    real.finish("Succeeded", pool, digest=R.push_image(reg, "ocl/os-image", marker, {naming.BUILD_ID_LABEL: build_id}))
     code, err = real.run()
     assert code == 0 and real.ann(pool)[A.STATE] == A.SUCCEEDED, err
     return real.ann(pool)[A.IMAGE]

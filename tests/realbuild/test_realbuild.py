@@ -268,11 +268,16 @@ def test_push_to_a_registry_whose_certificate_the_service_ca_signed(env, run_cli
         assert code != 0 and "certificate" in logs.lower(), logs
 
         # the reuse check over verified HTTPS, with the CA and without
-        from reconcile import registry as client
+        from reconcile.cluster import registry as client
         pushed = R.auth_file(secure, "pusher")["auths"]
         assert client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
         with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):
             client.exists(f"{secure.host}/ocl/os-image@{digest}", pushed)
+        # the reuse check reads the image config over verified HTTPS: the build labelled it with its id
+        found = client.labels(f"{secure.host}/ocl/os-image@{digest}", pushed, ctx=client.context(str(ca.ca)))
+        assert found["ocl-reconciler.io/build-id"] == pod["metadata"]["labels"]["ocl-reconciler.io/build-id"]
+        with pytest.raises(client.RegistryError, match="CERTIFICATE_VERIFY_FAILED"):
+            client.labels(f"{secure.host}/ocl/os-image@{digest}", pushed)
         # pruning over verified HTTPS: an older image of the pool goes, the new one stays
         old = R.push_image(secure, "ocl/os-image", "old")
         built = f"{secure.host}/ocl/os-image@{digest}"
@@ -401,3 +406,42 @@ def test_an_image_without_subordinate_ids_or_file_capabilities_cannot_build(env,
                                                  lacks=frozenset({need}))
     assert code != 0, need
     assert "insufficient uids or gids" in logs.lower(), logs
+
+
+def _buildah_image(host, ref, labels=()):
+    """A one-file image pushed with buildah (its config's labels: `labels`); its digest, by skopeo."""
+    ctr = host.run("buildah", "--storage-driver", "vfs", "from", "scratch").stdout.strip()
+    config = [a for k, v in labels for a in ("--label", f"{k}={v}")]
+    host.run("buildah", "--storage-driver", "vfs", "config", *config, "--env", "PATH=/usr/bin:/bin", ctr)
+    host.run("buildah", "--storage-driver", "vfs", "commit", ctr, ref)
+    host.run("buildah", "--storage-driver", "vfs", "push", ref, f"docker://{ref}")
+    return json.loads(host.run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}").stdout)["Digest"]
+
+
+def test_an_image_without_our_label_under_the_historys_build_id_is_not_reused(env, run_cli, tmp_path, capsys):
+    """Issue 31: an image of our repository that the history maps the wanted build id to, in the
+    real docker-registry, pushed by someone else's buildah without our build-id label, is not
+    reused: the run builds and says why; the same image labelled for that build id is."""
+    registry, host, base = env
+    items = cluster(registry, base, F.machineconfig("rendered-worker-1"))
+    _, pod = first_run(run_cli, copy.deepcopy(items))
+    build_id = pod["metadata"]["labels"]["ocl-reconciler.io/build-id"]
+    repo = f"{registry.host}/ocl/os-image"
+    unlabelled = f"{repo}@{_buildah_image(host, f'{repo}:not-ours')}"
+    labelled = f"{repo}@{_buildah_image(host, f'{repo}:ours', [('ocl-reconciler.io/build-id', build_id)])}"
+    from tests.conftest import ApiCli
+    live = ApiCli(tmp_path, capsys)
+    for image, reused in ((unlabelled, False), (labelled, True)):
+        seeded = copy.deepcopy(items)
+        F.the_pool(seeded)["metadata"].setdefault("annotations", {})[A.IMAGES] = f"{build_id}={image}"
+        code, after, err = live.run(seeded)
+        assert code == 0, err
+        a = F.the_pool(after)["metadata"]["annotations"]
+        builds = [o for o in F.owned(after) if o["kind"] == "Pod"]
+        if reused:
+            assert (a[A.STATE], a[A.IMAGE], builds) == (A.SUCCEEDED, image, []), err
+        else:
+            assert a[A.STATE] == A.PENDING and len(builds) == 1
+            assert a[A.MESSAGE].startswith(f"building again: {image} is not reused: its image config has no "
+                                           "ocl-reconciler.io/build-id label;")
+            assert builds[0]["metadata"]["labels"]["ocl-reconciler.io/build-id"] == build_id

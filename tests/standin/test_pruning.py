@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile import registry
+from reconcile.cluster import registry
 from reconcile.contract import annotations as A
 from reconcile.core import images
 from tests.conftest import ApiCli

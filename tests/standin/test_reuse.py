@@ -8,12 +8,13 @@ rollback on the real API server with the real docker-registry."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 
 import kubelet  # examples/kubelet.py
 import pytest
 
-from reconcile import registry
+from reconcile.cluster import registry
 from reconcile.contract import annotations as A
 from reconcile.core import events, images, lifecycle
 from tests.conftest import ApiCli
@@ -122,14 +123,18 @@ def a_then_b(cli, host):
 def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(live_cli, handler):
     with serve(handler, manifests=set()) as host:
         items, id_a, image_a = a_then_b(live_cli, host)
-        assert handler.heads == []                  # a build id never built is never looked up
-        handler.manifests.add(image_a.split("@")[1])                # A's image is in the registry
+        assert handler.gets == handler.heads == []         # a build id never built is never looked up
+        handler.manifests.add(image_a.split("@")[1])                # A's image is in the registry,
+        handler.labels[image_a.split("@")[1]] = {BUILD_ID: id_a}    # labelled by A's build
         code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
         assert code == 0, err
         a = F.the_pool(after)["metadata"]["annotations"]
         assert (a[A.STATE], a[A.IMAGE], a[A.MESSAGE]) == (A.SUCCEEDED, image_a, f"reused {image_a} of build {id_a}")
         assert build_objects(after) == []
-        assert handler.heads == [f"/v2/ocl/os-image/manifests/{image_a.split('@')[1]}"]   # one HEAD, authorised
+        blob = "sha256:" + hashlib.sha256(handler.config({BUILD_ID: id_a})).hexdigest()
+        # the manifest and its config, authorised; no HEAD
+        assert handler.gets == [f"/v2/ocl/os-image/manifests/{image_a.split('@')[1]}", f"/v2/ocl/os-image/blobs/{blob}"]
+        assert handler.heads == []
         assert "BuildReused" in [e["reason"] for e in F.find(after, "Event")]
 
 
@@ -143,6 +148,54 @@ def test_a_live_rollback_rebuilds_an_image_the_registry_lost(live_cli):
     assert a[A.MESSAGE] == f"building again: {image_a} is gone from the registry"
     (obj,) = build_objects(after)
     assert obj["metadata"]["labels"][BUILD_ID] == id_a
+
+
+@pytest.mark.parametrize("labels, why", [
+    (None, f"its image config has no {BUILD_ID} label"),
+    ({"other": "x"}, f"its image config has no {BUILD_ID} label"),
+    ({BUILD_ID: "someoneelse"}, f"its image config's {BUILD_ID} label is 'someoneelse', not {{id_a}}"),
+    ("list", f"its image config has no {BUILD_ID} label"),
+])
+def test_an_image_our_build_of_that_id_did_not_label_is_not_reused(live_cli, labels, why):
+    """Issue 31: the history (a pool annotation anyone who may patch pools can write) maps the build
+    id to an image of our repository, but that image's config does not carry our label for that
+    build id: the pool builds again, and says why once."""
+    with serve(FakeRegistry, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host)
+        digest = image_a.split("@")[1]
+        FakeRegistry.manifests.add(digest)
+        if labels == "list":
+            FakeRegistry.lists.add(digest)
+        elif labels is not None:
+            FakeRegistry.labels[digest] = labels
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    message = f"building again: {image_a} is not reused: " + why.format(id_a=id_a)
+    assert (a[A.STATE], a[A.MESSAGE]) == (A.PENDING, message)
+    (obj,) = build_objects(after)
+    assert obj["metadata"]["labels"][BUILD_ID] == id_a
+    assert "BuildReused" not in [e["reason"] for e in F.find(after, "Event")]
+    assert err.count(f"{image_a} is not reused") <= 1
+
+
+def test_labels_reads_the_manifest_and_its_config():
+    with serve(FakeRegistry) as host:
+        FakeRegistry.labels[DIGESTS[0]] = {BUILD_ID: "abc", "x": "y"}
+        assert registry.labels(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host)) == {BUILD_ID: "abc", "x": "y"}
+        assert registry.labels(f"{host}/ocl/os-image@{DIGESTS[1]}", auths(host)) == {}
+        assert registry.labels(f"{host}/ocl/os-image@sha256:{'9' * 64}", auths(host)) is None
+        with pytest.raises(registry.RegistryError) as err:
+            registry.labels(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host, "pusher:wrong"))
+    assert "401" in str(err.value) and "wrong" not in str(err.value)
+
+
+def test_labelled_reuses_only_our_label_for_that_build_id():
+    image = f"{F.REPO}@{DIGESTS[0]}"
+    assert images.labelled(image, {BUILD_ID: "abc"}, "abc") == images.Lookup(image, True)
+    assert images.labelled(image, None, "abc") == images.Lookup(image, False)
+    assert images.labelled(image, {}, "abc").found is False
+    assert images.labelled(image, {BUILD_ID: "abd"}, "abc").detail.endswith("label is 'abd', not abc")
 
 
 def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(live_cli):

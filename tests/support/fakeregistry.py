@@ -1,5 +1,6 @@
 """A fake registry speaking the parts of the Docker Registry HTTP API v2 that pruning and reuse use:
-`DELETE` and `HEAD /v2/<name>/manifests/<digest>` and `GET /v2/`, behind basic auth (FakeRegistry) or the
+`DELETE`, `HEAD` and `GET /v2/<name>/manifests/<digest>`, `GET /v2/<name>/blobs/<config digest>`
+(an image config, with the labels `labels` gives that manifest, or none) and `GET /v2/`, behind basic auth (FakeRegistry) or the
 bearer-token dance (BearerRegistry). The real `docker-registry` is used by the realbuild and
 realapi suites; this one adds what it cannot be made to do (405, a token service)."""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,11 @@ class FakeRegistry(BaseHTTPRequestHandler):
     user = USER
     deleted: list = []
     heads: list = []
+    gets: list = []
+    #: manifest digest -> its image config's labels (a manifest not here has a config without labels)
+    labels: dict = {}
+    #: a manifest here is served as a manifest list (no config)
+    lists: set = set()
 
     def log_message(self, *a):
         pass
@@ -55,10 +63,44 @@ class FakeRegistry(BaseHTTPRequestHandler):
                 self.send_response(404)
         self._end()
 
+    @staticmethod
+    def config(labels: dict | None) -> bytes:
+        return json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                           "config": {"Labels": labels} if labels else {}}).encode()
+
+    def _body(self, body: bytes, media: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self):
-        """`/v2/`: the API version check (200 once authorised)."""
-        if self._authorised():
-            self.send_response(200 if self.path == "/v2/" else 404)
+        """`/v2/`: the API version check (200 once authorised); a known manifest; its config blob."""
+        if not self._authorised():
+            return self._end()
+        cls, last = type(self), self.path.rsplit("/", 1)[1]
+        if self.path != "/v2/":
+            cls.gets.append(self.path)
+        if self.path == "/v2/":
+            self.send_response(200)
+        elif "/manifests/" in self.path and last in cls.manifests and last in cls.lists:
+            return self._body(json.dumps({"schemaVersion": 2, "manifests": []}).encode(),
+                              "application/vnd.oci.image.index.v1+json")
+        elif "/manifests/" in self.path and last in cls.manifests:
+            blob = self.config(cls.labels.get(last))
+            digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+            return self._body(json.dumps({"schemaVersion": 2, "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest, "size": len(blob)},
+                "layers": []}).encode(), "application/vnd.oci.image.manifest.v1+json")
+        elif "/blobs/" in self.path:
+            blobs = {"sha256:" + hashlib.sha256(b).hexdigest(): b
+                     for b in map(self.config, [None, *cls.labels.values()])}
+            if last in blobs:
+                return self._body(blobs[last], "application/octet-stream")
+            self.send_response(404)
+        else:
+            self.send_response(404)
         self._end()
 
     def do_HEAD(self):
@@ -72,6 +114,8 @@ class BearerRegistry(FakeRegistry):
     """Token auth as Docker Hub and Quay do it: a 401 challenge, a token for basic credentials."""
 
     def do_GET(self):
+        if not self.path.startswith("/token?"):
+            return super().do_GET()
         expected = "Basic " + base64.b64encode(self.user.encode()).decode()
         ok = self.path.startswith("/token?") and self.headers.get("Authorization") == expected
         body = b'{"token": "tok-123"}' if ok else b"{}"
@@ -94,7 +138,8 @@ class BearerRegistry(FakeRegistry):
 def serve(handler: type[FakeRegistry], manifests: set | None = None) -> Iterator[str]:
     """Start `handler` on 127.0.0.1 (fresh records); yields its host:port; stops it after."""
     handler.manifests = set(DIGESTS if manifests is None else manifests)
-    handler.deleted, handler.heads, handler.deletion = [], [], True
+    handler.deleted, handler.heads, handler.gets, handler.deletion = [], [], [], True
+    handler.labels, handler.lists = {}, set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -141,9 +141,10 @@ def require_registry() -> None:
         pytest.skip(message)
 
 
-def push_image(registry: Registry, repo: str, marker: str) -> str:
-    """Push a one-layer image (a file `/marker`) through the registry API alone; returns the
-    manifest digest the registry answers with (Docker-Content-Digest)."""
+def push_image(registry: Registry, repo: str, marker: str, labels: dict[str, str] | None = None) -> str:
+    """Push a one-layer image (a file `/marker`; its config's labels `marker` and `labels`, e.g.
+    our build-id label, as the build's Dockerfile sets it) through the registry API alone; returns
+    the manifest digest the registry answers with (Docker-Content-Digest)."""
     import hashlib
     import io
 
@@ -169,7 +170,7 @@ def push_image(registry: Registry, repo: str, marker: str) -> str:
         tar.addfile(info, io.BytesIO(content))
     layer_ref = blob(layer.getvalue())
     config = blob(json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
-        "type": "layers", "diff_ids": []}, "config": {"Labels": {"marker": marker}}}).encode())
+        "type": "layers", "diff_ids": []}, "config": {"Labels": {"marker": marker, **(labels or {})}}}).encode())
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
                 "config": dict(config, mediaType="application/vnd.docker.container.image.v1+json"),
                 "layers": [dict(layer_ref, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip")]}

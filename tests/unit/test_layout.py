@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "reconcile"
 #: lower number = lower layer; a module may import its own layer or any lower one
-LAYERS = {"contract": 1, "imagebuild": 2, "core": 3, "registry": 4, "diff": 4, "output": 4, "cluster": 5,
+LAYERS = {"contract": 1, "imagebuild": 2, "core": 3, "diff": 4, "output": 4, "cluster": 5,
           "cli": 6, "__main__": 6, "__init__": 0, "__version__": 0}
 PURE = ("contract", "imagebuild", "core")
 IO_MODULES = {"socket", "urllib", "http", "subprocess", "shutil", "tempfile", "requests", "urllib3",

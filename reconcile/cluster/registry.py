@@ -1,4 +1,5 @@
-"""Asking a registry whether it still has an image (`HEAD`, before reusing it) and deleting images
+"""Asking a registry whether it still has an image and which build labelled it (`GET` of its manifest
+and of its config blob, before reusing it; `HEAD` for pruning's checks) and deleting images
 (pruning), through the registry API (Docker Registry HTTP API v2), with the push secret's
 credentials: basic auth, or the bearer-token dance when the registry asks for it. HTTPS is
 verified against the system's CAs plus the service CA (or `--registry-ca`); a loopback registry
@@ -83,10 +84,15 @@ def _send(method: str, image: str, auths: Mapping[str, Any], timeout: float,
                  f"{host}/{path}")[0]
 
 
+#: at most this much of a manifest or an image config is read (ours are a few KiB)
+MAX_BODY = 4 << 20
+
+
 def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any], timeout: float,
-          ctx: ssl.SSLContext | None, repo: str | None = None) -> tuple[int, str]:
-    """(status, URL) of an authorised request; `what` names it in errors. The credentials are those
-    a build uses for `repo` (default: the registry's own), found as containers/image finds them."""
+          ctx: ssl.SSLContext | None, repo: str | None = None) -> tuple[int, str, bytes]:
+    """(status, URL, body: read for a GET only) of an authorised request; `what` names it in
+    errors. The credentials are those a build uses for `repo` (default: the registry's own), found
+    as containers/image finds them."""
     key = auth.key_for(auths, repo or host)
     entry = (auths[key] if key is not None else None) or {}
     basic = entry.get("auth")
@@ -100,10 +106,10 @@ def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any]
         request = urllib.request.Request(url, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
-                return resp.status, url
+                return resp.status, url, resp.read(MAX_BODY + 1) if method == "GET" else b""
         except urllib.error.HTTPError as err:
             if err.code in (404, 405):
-                return err.code, url
+                return err.code, url, b""
             challenge = err.headers.get("WWW-Authenticate", "")
             if err.code == 401 and challenge.lower().startswith("bearer") and "Bearer" not in headers.get(
                     "Authorization", ""):
@@ -138,7 +144,7 @@ def ping(repo: str, auths: Mapping[str, Any], timeout: float = 30.0,
     API version check every client makes first, and the registry's answer to them. Returns the URL
     that answered 2xx; raises RegistryError."""
     host, path = auth.host_and_path(repo)
-    status, url = _call("GET", host, "/v2/", host, auths, timeout, ctx, f"{host}/{path}")
+    status, url, _ = _call("GET", host, "/v2/", host, auths, timeout, ctx, f"{host}/{path}")
     if status >= 300:
         raise RegistryError(f"{host}: {url} answered {status}: not a registry API")
     return url
@@ -152,6 +158,44 @@ def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     if status == 405:
         raise RegistryError(f"{image}: the registry answered 405 to HEAD")
     return status != 404
+
+
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    if len(body) > MAX_BODY:
+        raise RegistryError(f"{what}: larger than {MAX_BODY} bytes")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise RegistryError(f"{what}: not JSON") from None
+    if not isinstance(doc, dict):
+        raise RegistryError(f"{what}: not a JSON object")
+    return doc
+
+
+def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+           ctx: ssl.SSLContext | None = None) -> dict[str, str] | None:
+    """The labels of a digested image's config (`config.Labels`): a GET of its manifest, then of
+    the config blob it names. None when the registry does not have the manifest (404); {} for an
+    image without labels, or a manifest list (our builds push one image, never a list); raises
+    RegistryError when it cannot say."""
+    host, path, digest = _split(image)
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status == 404:
+        return None
+    if status >= 300:
+        raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest")
+    config = _json(body, f"{image}: the manifest").get("config")
+    blob = config.get("digest") if isinstance(config, dict) else None
+    if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
+        return {}                                   # a manifest list, or no image config
+    status, _, body = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status >= 300:
+        raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
+    inner = _json(body, f"{image}: the image config {blob}").get("config")
+    found = (inner.get("Labels") if isinstance(inner, dict) else None) or {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 class Client:
@@ -186,6 +230,9 @@ class Client:
 
     def exists(self, image: str) -> bool:
         return exists(image, *self._ready(image))
+
+    def labels(self, image: str) -> dict[str, str] | None:
+        return labels(image, *self._ready(image))
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))
