@@ -629,7 +629,8 @@ def params_patch(repository: str, pools: list[str]) -> str:
 
 def params_create(repository: str, pools: list[str]) -> str:
     return (f"oc create configmap {ROLLOUT_PARAMS} -n {ROLLOUT_PARAMS_NS} "
-            f"--from-literal=repository={repository} --from-literal=pools={','.join(pools)} --dry-run=client -o yaml | oc apply -f -")
+            f"--from-literal=repository={repository} --from-literal=pools={','.join(pools)} "
+            "--dry-run=client -o yaml | oc apply -f -")
 
 
 @_check("rollout-params")
