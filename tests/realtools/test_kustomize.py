@@ -189,11 +189,11 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
         "paramRef": {"name": "ocl-reconciler-rollout", "namespace": "openshift-config",
                      "parameterNotFoundAction": "Deny"}}
     # the parameter: in openshift-config (our ServiceAccount writes no ConfigMap there), a
-    # placeholder repository the administrator must edit (docs/rollout-permissions.md)
+    # placeholder annotation and no data: the administrator sets it with `oc patch`, and a re-apply of
+    # the overlay (three-way merge) leaves what they set (docs/admin.md)
     params = added["ConfigMap"]
-    assert params["metadata"]["namespace"] == "openshift-config"
-    assert sorted(params["data"]) == ["pools", "repository"]
-    assert params["data"]["repository"].startswith("REPLACE-ME") and params["data"]["pools"] == "worker"
+    assert params["metadata"]["namespace"] == "openshift-config" and "data" not in params
+    assert "data.repository" in params["metadata"]["annotations"]["ocl-reconciler.io/edit-me"]
     for overlay in ("base", "overlays/openshift", "overlays/argocd"):
         for doc in build(F.ROOT / "kustomize" / overlay):
             for r in doc.get("rules") or []:
