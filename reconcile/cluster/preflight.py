@@ -96,6 +96,10 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     f.machineosconfigs, f.machineosconfigs_error = _read(lambda: _machineosconfigs(cluster))
     policy, f.selector_policy_error = _read(lambda: _get(cluster, POLICIES, admission.SELECTOR_POLICY))
     f.selector_policy = None if f.selector_policy_error else policy is not None
+    if seen is not None and isinstance(seen.settings, Settings) and seen.settings.machineconfig_rollout:
+        f.rollout_params_read = True            # one GET, as the caller
+        f.rollout_params, f.rollout_params_error = _read(lambda: _get(
+            cluster, f"/api/v1/namespaces/{P.ROLLOUT_PARAMS_NS}/configmaps", P.ROLLOUT_PARAMS))
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f

@@ -187,6 +187,11 @@ class Facts:
     #: read failed: `selector_policy_error`)
     selector_policy: bool | None = None
     selector_policy_error: str = ""
+    #: with `rollout: machineconfig`: the rollout policy's parameter ConfigMap ROLLOUT_PARAMS as
+    #: read (None: not found, or not read: `rollout_params_error`; `rollout_params_read`: asked)
+    rollout_params: Mapping[str, Any] | None = None
+    rollout_params_error: str = ""
+    rollout_params_read: bool = False
 
 
 @dataclass(frozen=True)
@@ -614,6 +619,66 @@ def _pool_admission(f: Facts) -> list[Line]:
         return out
     return [(OK, f"every opted-in pool selects the worker role (or master or arbiter), as {policy} requires "
                  f"({served})")]
+
+
+#: The parameter of ValidatingAdmissionPolicy ocl-reconciler-rollout
+#: (kustomize/components/rollout/params.yaml): the repository and the pools our ServiceAccount may
+#: write MachineConfigs for.
+ROLLOUT_PARAMS_NS, ROLLOUT_PARAMS = "openshift-config", "ocl-reconciler-rollout"
+
+
+def listed_pools(params: Mapping[str, Any] | None) -> list[str]:
+    """data.pools as the policy reads it: comma-separated, blanks around a name ignored."""
+    raw = str(((params or {}).get("data") or {}).get("pools") or "")
+    return [p.strip() for p in raw.split(",") if p.strip()]
+
+
+def params_patch(repository: str, pools: list[str]) -> str:
+    """The one command that makes the parameter agree (docs/admin.md)."""
+    body = json.dumps({"data": {"repository": repository, "pools": ",".join(pools)}}, separators=(",", ":"))
+    return f"oc patch configmap {ROLLOUT_PARAMS} -n {ROLLOUT_PARAMS_NS} --type merge -p '{body}'"
+
+
+def params_create(repository: str, pools: list[str]) -> str:
+    return (f"oc create configmap {ROLLOUT_PARAMS} -n {ROLLOUT_PARAMS_NS} "
+            f"--from-literal=repository={repository} --from-literal=pools={','.join(pools)} "
+            "--dry-run=client -o yaml | oc apply -f -")
+
+
+@_check("rollout-params")
+def _rollout_params(f: Facts) -> list[Line]:
+    """With `rollout: machineconfig`: the policy's parameter names the settings' repository and
+    every opted-in pool (else the policy refuses our MachineConfig for them), and no other pool
+    (our ServiceAccount could write one for it)."""
+    s = f.settings
+    if not isinstance(s, Settings) or not s.machineconfig_rollout or not f.rollout_params_read:
+        return []
+    where = (f"ConfigMap {ROLLOUT_PARAMS_NS}/{ROLLOUT_PARAMS} (the parameter of ValidatingAdmissionPolicy "
+             "ocl-reconciler-rollout)")
+    opted = sorted(objects.name(p) for p in f.pools if decision.opted_in(p))
+    fix = params_patch(s.repo, opted)
+    if f.rollout_params_error:
+        return [(WARN, f"cannot read {where}: {f.rollout_params_error}",
+                 "run preflight as an administrator to check it (our ServiceAccount may not read it)")]
+    if f.rollout_params is None:
+        return [(FAIL, f"{where} not found: the policy denies every MachineConfig write of ours",
+                 params_create(s.repo, opted))]
+    repository = str((f.rollout_params.get("data") or {}).get("repository") or "").strip()
+    listed = listed_pools(f.rollout_params)
+    problems = []
+    if repository != s.repo:
+        problems.append(f"data.repository is {repository or 'not set'}, the settings' is {s.repo}")
+    missing = [p for p in opted if p not in listed]
+    if missing:
+        problems.append(f"data.pools ({', '.join(listed) or 'none'}) does not list the opted-in "
+                        f"{', '.join(missing)}")
+    if problems:
+        return [(FAIL, f"{where}: {'; '.join(problems)}: the policy refuses our MachineConfig writes", fix)]
+    extra = [p for p in listed if p not in opted]
+    if extra:
+        return [(WARN, f"{where} lists {', '.join(extra)}, not opted in: our ServiceAccount may write a "
+                       "MachineConfig for it", fix)]
+    return [(OK, f"{where} names {s.repo} and the opted-in pools ({', '.join(opted) or 'none'})")]
 
 
 _ADMIT_HINT = {

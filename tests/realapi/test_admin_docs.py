@@ -682,6 +682,11 @@ def test_the_administrators_procedures_run_as_written(cluster):
             # the leftover the table names: rendered configs that still carry our osImageURL
             names = {mc["metadata"]["name"] for mc in c.api.list("MachineConfig")}
             assert state["rendered-with-ours"] and set(state["rendered-with-ours"]) <= names
+        elif first.startswith("oc patch configmap ocl-reconciler-rollout -n openshift-config"):
+            # the rollout policy's parameter (issue 31 item 1): at install, and when a pool is opted in
+            run(block)
+            data = c.api.get("ConfigMap", "openshift-config", "ocl-reconciler-rollout")["data"]
+            assert data == {"repository": f"{c.reg.host}/ocl-reconciler/os-image", "pools": "worker"}, data
         elif first.startswith("oc patch mcp/infra --type=merge -p"):
             # the troubleshooting entry for a pool the MCO's selector policy refuses: a custom pool made
             # with the old shape gets the 4.18 shape, which selects worker's MachineConfigs and its own

@@ -26,6 +26,7 @@ from reconcile.contract import annotations as A
 from tests.realapi.test_realapi_rbac import _put_rules, _rendered
 from tests.support import factory as F
 from tests.support import realbuild as R
+from tests.support import realserver
 
 pytestmark = pytest.mark.realapi
 USER, PASSWORD = "pusher", "s3cret-push"
@@ -85,7 +86,8 @@ def openshift(server, tmp_path_factory):
     made = server.request("POST", path, version)[1]
     made["status"] = {"desired": {"version": VERSION}, "history": [{"state": "Completed", "version": VERSION}]}
     server.request("PUT", f"{path}/version/status", made)
-    server.install_rollout()
+    # its parameter as docs/admin.md has the administrator edit it: the registry's repository, worker
+    server.install_rollout(f"{reg.host}/ocl/os-image", ("worker",))
     # an overlay sets the CronJob's image (docs/admin.md, kustomize edit set image); kustomize/base's
     # placeholder fails the cronjob line (test_the_base_placeholder_image_fails_the_cronjob_line)
     admin = server.kubeconfig(root / "admin.kubeconfig")
@@ -157,7 +159,7 @@ def test_a_good_setup_passes_every_check(real, openshift):
     checks = by_check(lines)
     assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
                             "builder-account", "registry", "openshift-version", "mco-builder", "pools",
-                            "stray-machineconfigs", "pool-admission", "pod-security"]
+                            "stray-machineconfigs", "pool-admission", "rollout-params", "pod-security"]
     # each ok says what it saw, as the server answered it
     assert "asked by impersonation" in checks["permissions"][0]["message"]
     assert f"answers https://{reg.host}/v2/ with the push credentials" in checks["registry"][0]["message"]
@@ -167,6 +169,31 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert "the server admits Pod ocl-build-worker-" in checks["pod-security"][0]["message"]
     assert PASSWORD not in json.dumps(lines) and base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode() \
         not in json.dumps(lines)
+
+
+def test_the_rollout_parameter_must_agree_with_the_settings_and_pools(real, openshift, server):
+    """The policy's parameter names F.REPO and not infra (opted in): fail, with the one patch that
+    fixes it; after that patch (as an administrator would run it), ok."""
+    reg, ca = openshift
+    repository = f"{reg.host}/ocl/os-image"
+    real.seed(good(reg) + [F.pool("infra"), F.machineconfig("rendered-infra-1")])
+    server.write_rollout_params(F.REPO, ["worker"])
+    try:
+        code, lines = preflight(real, ca)
+        (line,) = by_check(lines)["rollout-params"]
+        assert code == 2 and line["result"] == "fail", lines
+        assert f"data.repository is {F.REPO}, the settings' is {repository}" in line["message"]
+        assert "data.pools (worker) does not list the opted-in infra" in line["message"]
+        body = {"data": {"repository": repository, "pools": "infra,worker"}}
+        assert line["hint"] == ("oc patch configmap ocl-reconciler-rollout -n openshift-config --type merge -p "
+                                f"'{json.dumps(body, separators=(',', ':'))}'")
+        server.request("PATCH", realserver.object_path(realserver.rollout_params()), body,
+                       "application/merge-patch+json")
+        code, lines = preflight(real, ca)
+        (line,) = by_check(lines)["rollout-params"]
+        assert line["result"] == "ok", line
+    finally:
+        server.write_rollout_params(repository, ["worker"])
 
 
 def test_it_writes_nothing(real, openshift, server):

@@ -40,6 +40,8 @@ def seed(real, builder, repo, host, *pools, gate="none"):
                source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)])
     for pool in pools or (mco_pool("worker", ("worker",)),):
         mcorender.sync_api(real.api, pool["metadata"]["name"], F.BASE)
+    # the rollout policy's parameter agrees, as docs/admin.md has the administrator keep it
+    real.api.write_rollout_params(repo, [p["metadata"]["name"] for p in pools])
 
 
 def writes(real, mark):

@@ -9,6 +9,7 @@ least-privilege proof of tests/realapi/test_realapi_rbac.py runs without it."""
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from typing import Any
 
@@ -224,8 +225,7 @@ def test_base_alone_grants_no_machineconfig_write(api):
     api.remove_rollout()
     try:
         for obj in api.rollout_objects():
-            collection = realserver.ROLLOUT_PATHS[obj["kind"]]
-            assert api.request("GET", f"{collection}/{obj['metadata']['name']}", ok=(404,))[0] == 404
+            assert api.request("GET", realserver.object_path(obj), ok=(404,))[0] == 404
         attempts = {"create": ("POST", MCS, ours(api), "application/json"),
                     "list": ("GET", MCS + selector(), None, "application/json"),
                     "patch": ("PATCH", MCS + "/00-worker", [{"op": "replace", "path": "/spec/osImageURL",
@@ -268,7 +268,131 @@ def test_reset_clears_machineconfigs_and_keeps_the_installed_component(api):
     api.reset()
     assert api.list("MachineConfig") == []
     for obj in api.rollout_objects():
-        collection = realserver.ROLLOUT_PATHS[obj["kind"]]
-        live = api.request("GET", f"{collection}/{obj['metadata']['name']}")[1]
+        live = api.request("GET", realserver.object_path(obj))[1]
         assert live["metadata"]["labels"] == obj["metadata"]["labels"]
 
+
+
+# the parameter (kustomize/components/rollout/params.yaml): our repository and pools (issue 31 item 1)
+PARAMS = "ConfigMap openshift-config/ocl-reconciler-rollout"
+POOL_RULE = f"ocl-reconciler may write only a MachineConfig for a pool listed in data.pools of {PARAMS} "
+REPO_RULE = ("ocl-reconciler may set spec.osImageURL only to an image of the repository in data.repository of "
+             f"{PARAMS} ")
+LABELS_RULE = ("ocl-reconciler may label a MachineConfig only machineconfiguration.openshift.io/role=<pool>, "
+               "app.kubernetes.io/managed-by=ocl-reconciler and ocl-reconciler.io/pool=<pool>: ")
+GENERATED_BY = f"{F.MCO}/generated-by-controller-version"
+
+
+def pinned_creates(server) -> dict[str, tuple[dict[str, Any], str]]:
+    """Writes of the right shape the parameter refuses (worker and infra listed, F.REPO)."""
+    listed = f"({', '.join(realserver.ROLLOUT_POOLS)}): "
+    evil = "evil.example.com/pwn/os@sha256:" + "6" * 64
+    extra_label = ours(server)
+    extra_label["metadata"]["labels"][f"{F.MCO}/mco-built-in"] = ""
+    wrong_pool_label = ours(server)
+    wrong_pool_label["metadata"]["labels"]["ocl-reconciler.io/pool"] = "infra"
+    no_pool_label = ours(server)
+    del no_pool_label["metadata"]["labels"]["ocl-reconciler.io/pool"]
+    finalizer = ours(server)
+    finalizer["metadata"]["finalizers"] = ["example.com/keep"]
+    foreign_owner = ours(server)
+    foreign_owner["metadata"]["ownerReferences"].append(
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "00000000-0000-0000-0000-000000000001"})
+    other_pool_owner = ours(server, "infra")
+    generated = ours(server)
+    generated["metadata"]["annotations"][GENERATED_BY] = "4.19.0"
+    return {
+        "master-not-listed": (ours(server, "master"), POOL_RULE + listed + "ocl-osimageurl-master is for pool master"),
+        "pool-not-listed": (ours(server, "nosuchpool"),
+                            POOL_RULE + listed + "ocl-osimageurl-nosuchpool is for pool nosuchpool"),
+        "another-repository": (ours(server, "worker", osImageURL=evil),
+                               REPO_RULE + f"({F.REPO}): ocl-osimageurl-worker sets {evil}"),
+        "a-longer-repository": (ours(server, "worker", osImageURL=F.REPO + "-x@sha256:" + "6" * 64),
+                                REPO_RULE + f"({F.REPO}): ocl-osimageurl-worker sets {F.REPO}-x@sha256:" + "6" * 64),
+        "another-label": (extra_label, LABELS_RULE + f"ocl-osimageurl-worker sets {F.MCO}/mco-built-in"),
+        "wrong-pool-label": (wrong_pool_label, LABELS_RULE + "ocl-osimageurl-worker has ocl-reconciler.io/pool=infra"),
+        "no-pool-label": (no_pool_label, LABELS_RULE + "ocl-osimageurl-worker has no ocl-reconciler.io/pool label"),
+        "a-finalizer": (finalizer, "ocl-reconciler may set no finalizers on a MachineConfig: ocl-osimageurl-worker "
+                                   "sets example.com/keep"),
+        "a-foreign-owner": (foreign_owner, "ocl-reconciler may make a MachineConfig owned only by its "
+                                           "MachineConfigPool worker: ocl-osimageurl-worker names ConfigMap x"),
+        "another-pools-owner": (other_pool_owner, "ocl-reconciler may make a MachineConfig owned only by its "
+                                                  "MachineConfigPool infra: ocl-osimageurl-infra names "
+                                                  "MachineConfigPool worker"),
+        "generated-by": (generated, f"ocl-reconciler may not set the annotation {GENERATED_BY}: "
+                                    "ocl-osimageurl-worker sets it"),
+    }
+
+
+@pytest.mark.parametrize("case", ["master-not-listed", "pool-not-listed", "another-repository",
+                                  "a-longer-repository", "another-label", "wrong-pool-label", "no-pool-label",
+                                  "a-finalizer", "a-foreign-owner", "another-pools-owner", "generated-by"])
+def test_the_parameter_pins_our_repository_and_pools(api, case):
+    obj, message = pinned_creates(api)[case]
+    status, body = as_sa(api, "POST", MCS, obj)
+    assert (status, body["reason"], body["message"]) == (403, "Forbidden", forbidden(obj["metadata"]["name"], message))
+    assert api.get("MachineConfig", "", obj["metadata"]["name"]) is None
+    # server-side apply is checked the same
+    status, body = as_sa(api, "PATCH", MCS + "/" + obj["metadata"]["name"] + "?fieldManager=ocl-reconciler",
+                         obj, "application/apply-patch+yaml")
+    assert (status, body["message"]) == (403, forbidden(obj["metadata"]["name"], message)), body
+    # the administrator is not matched: the same object is theirs to make
+    assert api.request("POST", MCS + "?dryRun=All", obj)[0] == 201
+
+
+def test_patching_ours_to_another_repository_or_a_generated_by_annotation_is_refused(api):
+    made = as_sa(api, "POST", MCS, ours(api))[1]
+    evil = "evil.example.com/pwn/os@sha256:" + "6" * 64
+    cases = {
+        "another-repository": ([{"op": "replace", "path": "/spec/osImageURL", "value": evil}],
+                               REPO_RULE + f"({F.REPO}): ocl-osimageurl-worker sets {evil}"),
+        "generated-by": ([{"op": "add", "path": "/metadata/annotations/" + GENERATED_BY.replace("/", "~1"),
+                           "value": "4.19.0"}],
+                         f"ocl-reconciler may not set the annotation {GENERATED_BY}: ocl-osimageurl-worker sets it"),
+        "a-finalizer": ([{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/keep"]}],
+                        "ocl-reconciler may set no finalizers on a MachineConfig: ocl-osimageurl-worker sets "
+                        "example.com/keep"),
+    }
+    for case, (patch, message) in cases.items():
+        status, body = as_sa(api, "PATCH", MCS + "/ocl-osimageurl-worker", patch, JSON_PATCH)
+        assert (status, body["message"]) == (403, forbidden("ocl-osimageurl-worker", message)), case
+    assert api.get("MachineConfig", "", "ocl-osimageurl-worker")["metadata"]["resourceVersion"] == \
+        made["metadata"]["resourceVersion"]
+
+
+def test_master_only_when_an_administrator_lists_it(api):
+    api.create(F.pool("master"))
+    mc = ours(api, "master")
+    mc["metadata"]["ownerReferences"][0]["name"] = "master"
+    mc["metadata"]["ownerReferences"][0]["uid"] = api.get("MachineConfigPool", "", "master")["metadata"]["uid"]
+    assert as_sa(api, "POST", MCS + "?dryRun=All", mc)[0] == 403
+    try:
+        api.write_rollout_params(F.REPO, ["master", "worker"])
+        status, body = as_sa(api, "POST", MCS, mc)
+        assert status == 201, body
+        # and the pool no longer listed: no more writes, but its own object may still be deleted
+        api.write_rollout_params(F.REPO, ["worker"])
+        status, body = as_sa(api, "PATCH", MCS + "/ocl-osimageurl-master",
+                             [{"op": "replace", "path": "/spec/osImageURL", "value": NEWER}], JSON_PATCH)
+        assert status == 403 and POOL_RULE + "(worker): " in body["message"], body
+        assert as_sa(api, "DELETE", MCS + "/ocl-osimageurl-master")[0] == 200
+    finally:
+        api.write_rollout_params(F.REPO, realserver.ROLLOUT_POOLS)
+
+
+def test_without_the_parameter_every_write_is_denied(api):
+    """parameterNotFoundAction: Deny (the server answers 422, the binding named)."""
+    api.request("DELETE", realserver.object_path(realserver.rollout_params()))
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = as_sa(api, "POST", MCS + "?dryRun=All", ours(api))
+            if status != 201 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert (status, body["message"]) == (422, forbidden("ocl-osimageurl-worker", "failed to configure binding: "
+                                             "no params found for policy binding with `Deny` "
+                                             "parameterNotFoundAction")), body
+    finally:
+        api.write_rollout_params(F.REPO, realserver.ROLLOUT_POOLS)
+    assert as_sa(api, "POST", MCS + "?dryRun=All", ours(api))[0] == 201

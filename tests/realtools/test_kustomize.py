@@ -42,7 +42,7 @@ def test_overlay_builds_and_validates_strictly(overlay):
         kubernetes_validate.validate(doc, "1.32.0", strict=True)
         name = doc["metadata"]["name"]
         # ours; the MCO's only for the Role that reads what it publishes (issue 21)
-        expected = "openshift-config" if name.endswith("trust-bundle") else \
+        expected = "openshift-config" if name.endswith("trust-bundle") or name == "ocl-reconciler-rollout" else \
             "default" if name.endswith("-events") else \
             F.MCO_NS if name.endswith("-published") else F.NS
         if doc["kind"] in ("Namespace", "ClusterRole", "ClusterRoleBinding", "MachineConfig", "PrometheusRule") \
@@ -171,7 +171,7 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
     rollout = {_key(d): d for d in build(F.ROOT / "kustomize/overlays/openshift-rollout")}
     assert {k: v for k, v in rollout.items() if k in plain} == plain        # nothing of base changed
     added = {k[0]: v for k, v in rollout.items() if k not in plain}
-    assert sorted(added) == ["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+    assert sorted(added) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ValidatingAdmissionPolicy",
                              "ValidatingAdmissionPolicyBinding"]
     assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-rollout"}
     assert added["ClusterRole"]["rules"] == [{"apiGroups": [F.MCO], "resources": ["machineconfigs"],
@@ -183,8 +183,17 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
     assert policy["failurePolicy"] == "Fail"
     (rule,) = policy["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["machineconfigs"] and rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
-    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": "ocl-reconciler-rollout",
-                                                                 "validationActions": ["Deny"]}
+    assert policy["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    assert added["ValidatingAdmissionPolicyBinding"]["spec"] == {
+        "policyName": "ocl-reconciler-rollout", "validationActions": ["Deny"],
+        "paramRef": {"name": "ocl-reconciler-rollout", "namespace": "openshift-config",
+                     "parameterNotFoundAction": "Deny"}}
+    # the parameter: in openshift-config (our ServiceAccount writes no ConfigMap there), a
+    # placeholder annotation and no data: the administrator sets it with `oc patch`, and a re-apply of
+    # the overlay (three-way merge) leaves what they set (docs/admin.md)
+    params = added["ConfigMap"]
+    assert params["metadata"]["namespace"] == "openshift-config" and "data" not in params
+    assert "data.repository" in params["metadata"]["annotations"]["ocl-reconciler.io/edit-me"]
     for overlay in ("base", "overlays/openshift", "overlays/argocd"):
         for doc in build(F.ROOT / "kustomize" / overlay):
             for r in doc.get("rules") or []:

@@ -67,7 +67,8 @@ NAMESPACES = (F.MCO_NS, "openshift-config")
 #: where scenarios leave objects: ours, the cluster's, and `default` for Events about pools
 SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
-KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt"), ("OSImageStream", "cluster")}
+KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt"), ("OSImageStream", "cluster"),
+        ("ConfigMap", "ocl-reconciler-rollout")}      # the rollout component's parameter (install_rollout)
 #: the MCO's admission policies for pools (openshift/machine-config-operator
 #: manifests/machineconfigcontroller/), unchanged, and the OSImageStream that is the OS-stream
 #: policy's param (its binding's paramRef `cluster`): without it every pool write is denied
@@ -88,6 +89,49 @@ ROLLOUT_PATHS = {
     "ValidatingAdmissionPolicyBinding":
         "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"}
 ROLLOUT_POLICY = "ocl-reconciler-rollout"
+#: the policy's parameter (kustomize/components/rollout/params.yaml): an administrator's ConfigMap
+#: naming the repository and the pools our ServiceAccount may write MachineConfigs for.
+#: install_rollout() writes it with these (the repository of F.build_config() and the pools the
+#: scenarios opt in), as the docs tell an administrator to; write_rollout_params() changes it
+ROLLOUT_PARAMS_NS, ROLLOUT_PARAMS = "openshift-config", "ocl-reconciler-rollout"
+ROLLOUT_POOLS = ("worker", "infra")
+
+
+def rollout_params(repository: str = F.REPO, pools: tuple[str, ...] | list[str] = ROLLOUT_POOLS) -> dict[str, Any]:
+    """The parameter ConfigMap as an administrator edits it (docs/admin.md)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": ROLLOUT_PARAMS, "namespace": ROLLOUT_PARAMS_NS,
+                         "labels": {"app.kubernetes.io/name": "ocl-reconciler",
+                                    "app.kubernetes.io/component": "rollout"}},
+            "data": {"repository": repository, "pools": ", ".join(pools)}}
+
+
+#: kube-apiserver tears the param informer of a paramKind down for good (per process) once no
+#: binding names that paramKind for one refresh tick, and the policy then sees its parameter as it
+#: last was (kubernetes/kubernetes#130887; deleting the binding is enough). Tests remove and
+#: reinstall the component, so this inert policy and binding, made once and never removed, keep a
+#: ConfigMap paramKind in use: it matches only the deletion of a Lease named by a match condition
+#: that is never true.
+PARAM_KEEPER = [
+    {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+     "metadata": {"name": "test-param-keeper"},
+     "spec": {"failurePolicy": "Ignore", "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+              "matchConstraints": {"resourceRules": [{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"],
+                                                      "operations": ["DELETE"], "resources": ["leases"]}]},
+              "matchConditions": [{"name": "never", "expression": "false"}],
+              "validations": [{"expression": "true"}]}},
+    {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+     "metadata": {"name": "test-param-keeper"},
+     "spec": {"policyName": "test-param-keeper", "validationActions": ["Deny"],
+              "paramRef": {"name": ROLLOUT_PARAMS, "namespace": ROLLOUT_PARAMS_NS,
+                           "parameterNotFoundAction": "Allow"}}}]
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    """The path of one of the rollout component's (or the pool policy's) objects."""
+    if obj["kind"] == "ConfigMap":
+        return f"/api/v1/namespaces/{obj['metadata']['namespace']}/configmaps/{obj['metadata']['name']}"
+    return f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}"
 #: kustomize/components/pool-policy: what overlays/openshift adds to overlays/openshift-4.16 (the
 #: policy on pools and its binding; install_pool_policy())
 POOL_POLICY_OVERLAY, POOL_POLICY_WITHOUT = (F.ROOT / "kustomize/overlays/openshift",
@@ -417,7 +461,8 @@ class RealAPI:
             return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
         excluded = {key(d) for d in render(without)}
         added = [d for d in render(overlay) if key(d) not in excluded]
-        unknown = [key(d) for d in added if d["kind"] not in ROLLOUT_PATHS or d["metadata"].get("namespace")]
+        unknown = [key(d) for d in added if key(d) != ("ConfigMap", ROLLOUT_PARAMS_NS, ROLLOUT_PARAMS) and
+                   (d["kind"] not in ROLLOUT_PATHS or d["metadata"].get("namespace"))]
         if unknown or not added:
             raise RuntimeError(f"{overlay.name} adds {[key(d) for d in added]} to {without.name}; the harness "
                                f"knows only cluster-scoped {sorted(ROLLOUT_PATHS)}")
@@ -430,20 +475,43 @@ class RealAPI:
     def _put(self, objs: list[dict[str, Any]]) -> None:
         """Create each object, or replace the one already there with it."""
         for obj in objs:
-            collection = ROLLOUT_PATHS[obj["kind"]]
-            if self.request("POST", collection, obj, ok=(409,))[0] == 409:
-                path = f"{collection}/{obj['metadata']['name']}"
+            path = object_path(obj)
+            if self.request("POST", path.rsplit("/", 1)[0], obj, ok=(409,))[0] == 409:
                 live = self.request("GET", path)[1]
                 self.request("PUT", path, dict(obj, metadata=dict(
                     obj["metadata"], resourceVersion=live["metadata"]["resourceVersion"])))
 
-    def install_rollout(self) -> None:
+    def install_rollout(self, repository: str = F.REPO, pools: tuple[str, ...] = ROLLOUT_POOLS) -> None:
         """Install the rollout component as an administrator would (idempotent: an object already
-        there is replaced by the rendered one), then wait until its policy is enforced. Not part of
+        there is replaced by the rendered one), its parameter edited to `repository` and `pools`,
+        then wait until its policy is enforced and its parameter read. Not part of
         install_product: tests/realapi/test_realapi_rbac.py proves base's least privilege without it."""
-        self._put(self.rollout_objects())
+        self._put(PARAM_KEEPER)
+        self._put([rollout_params(repository, pools) if o["kind"] == "ConfigMap" else o
+                   for o in self.rollout_objects()])
         self.wait_rollout("enforced", lambda status, message: status == 403 and
                            f"ValidatingAdmissionPolicy '{ROLLOUT_POLICY}'" in message)
+        self.wait_rollout_params(repository, pools)
+
+    def write_rollout_params(self, repository: str, pools: tuple[str, ...] | list[str]) -> None:
+        """Create or replace the policy's parameter (as an administrator), then wait until the
+        server admits our write for its first pool: it reads params asynchronously."""
+        self._put([rollout_params(repository, pools)])
+        self.wait_rollout_params(repository, pools)
+
+    def wait_rollout_params(self, repository: str, pools: tuple[str, ...] | list[str]) -> None:
+        if not pools:
+            return
+        pool = pools[0]
+        probe = {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                 "metadata": {"name": f"ocl-osimageurl-{pool}", "labels": {
+                     "machineconfiguration.openshift.io/role": pool, "ocl-reconciler.io/pool": pool,
+                     "app.kubernetes.io/managed-by": "ocl-reconciler"}},
+                 "spec": {"osImageURL": repository + "@sha256:" + "0" * 64}}
+        # admitted: created (dry run), or AlreadyExists (admission runs before storage)
+        self._poll_as_reconciler(f"the rollout parameter is not {repository} {list(pools)}",
+                                 lambda status, message: status == 201 or "already exists" in message,
+                                 "POST", self.path("MachineConfig") + "?dryRun=All", probe, ok=(201, 403, 409, 422))
 
     def remove_rollout(self) -> None:
         """Delete the rollout component's objects (idempotent). The binding goes first, and is
@@ -452,7 +520,7 @@ class RealAPI:
         MachineConfig writes again."""
         objs = sorted(self.rollout_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
         for index, obj in enumerate(objs):
-            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
+            self.request("DELETE", object_path(obj), ok=(404,))
             if index == 0:
                 self.wait_rollout("unbound", lambda status, message: status == 201 or
                                    'cannot create resource "machineconfigs"' in message)
@@ -473,13 +541,13 @@ class RealAPI:
                                  self.path("MachineConfig") + "?dryRun=All", probe)
 
     def _poll_as_reconciler(self, failure: str, done: Any, method: str, path: str, body: Any,
-                            content_type: str = "application/json") -> None:
+                            content_type: str = "application/json",
+                            ok: tuple[int, ...] = (201, 403, 422)) -> None:
         """Send one request as the reconciler (by impersonation) every 0.1 s until
         `done(status, message)` holds; RuntimeError(failure) after 20 s."""
         deadline = time.monotonic() + 20
         while True:
-            status, answer = self.request(method, path, body, content_type, as_user=RECONCILER,
-                                          ok=(201, 403, 422))
+            status, answer = self.request(method, path, body, content_type, as_user=RECONCILER, ok=ok)
             message = str(answer.get("message")) if isinstance(answer, dict) else str(answer)
             if done(status, message):
                 return

@@ -37,6 +37,11 @@ def secret(name: str, *hosts: str) -> dict:
     return F.secret(name, {"auths": {h: {"auth": SECRET_AUTH} for h in hosts}})
 
 
+def params(repository: str = F.REPO, pools: str = "worker") -> dict:
+    return {"metadata": {"name": P.ROLLOUT_PARAMS, "namespace": P.ROLLOUT_PARAMS_NS},
+            "data": {"repository": repository, "pools": pools}}
+
+
 def good(**changes) -> P.Facts:
     """Facts of a cluster where every check is ok: what the realapi good setup reads."""
     found = read_settings(rollout="machineconfig")
@@ -51,7 +56,8 @@ def good(**changes) -> P.Facts:
         cluster_version={"status": {"desired": {"version": "4.19.3"}}},
         pools=[pool], decisions={"worker": ("START", "")}, selector_policy=True,
         cronjob=cronjob("quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "a" * 64),
-        dry_run=P.DryRun("Pod", "ocl-build-worker-0123456789ab", "worker"))
+        dry_run=P.DryRun("Pod", "ocl-build-worker-0123456789ab", "worker"),
+        rollout_params=params(), rollout_params_read=True)
     facts.access = [P.Asked(n, True) for n in P.needs(found, F.NS)]
     return dataclasses.replace(facts, **changes)
 
@@ -447,6 +453,48 @@ def test_exit_codes_text_and_json():
 def test_docs_have_a_section_for_every_check():
     headings = set(re.findall(r"^### `([a-z-]+)`", DOCS.read_text(), re.M))
     assert headings == set(P.CHECKS)
+
+
+# --- rollout-params: the rollout policy's parameter (issue 31 item 1) ------------------------------
+
+PATCH = ("oc patch configmap ocl-reconciler-rollout -n openshift-config --type merge -p "
+         f"'{{\"data\":{{\"repository\":\"{F.REPO}\",\"pools\":\"infra,worker\"}}}}'")
+
+
+def test_rollout_params_agree_with_the_settings_and_the_pools():
+    ok = only(good(pools=[F.pool("worker"), F.pool("infra")], rollout_params=params(pools=" infra , worker")),
+              "rollout-params")
+    assert ok.result == P.OK and f"names {F.REPO} and the opted-in pools (infra, worker)" in ok.message
+    assert lines(good(settings=read_settings()), "rollout-params") == []         # annotation rollout: not asked
+
+
+def test_rollout_params_missing_a_pool_or_naming_another_repository_fail_with_the_patch():
+    two = [F.pool("worker"), F.pool("infra"), F.pool("master", opted_in=False)]
+    missing = only(good(pools=two), "rollout-params")
+    assert missing.result == P.FAIL and missing.hint == PATCH
+    assert "data.pools (worker) does not list the opted-in infra" in missing.message
+    other = only(good(pools=two, rollout_params=params("evil.example.com/pwn/os", "infra,worker")), "rollout-params")
+    assert other.result == P.FAIL and other.hint == PATCH
+    assert f"data.repository is evil.example.com/pwn/os, the settings' is {F.REPO}" in other.message
+    unset = only(good(rollout_params={"data": {}}), "rollout-params")
+    assert unset.result == P.FAIL and "data.repository is not set" in unset.message \
+        and "data.pools (none) does not list the opted-in worker" in unset.message
+
+
+def test_rollout_params_listing_a_pool_not_opted_in_warns():
+    extra = only(good(rollout_params=params(pools="worker,master")), "rollout-params")
+    assert extra.result == P.WARN and "lists master, not opted in" in extra.message
+    assert extra.hint.endswith("-p '{\"data\":{\"repository\":\"" + F.REPO + "\",\"pools\":\"worker\"}}'")
+
+
+def test_rollout_params_not_found_fails_with_the_create_command_and_unreadable_warns():
+    gone = only(good(rollout_params=None), "rollout-params")
+    assert gone.result == P.FAIL and "not found: the policy denies every MachineConfig write of ours" in gone.message
+    assert gone.hint == ("oc create configmap ocl-reconciler-rollout -n openshift-config "
+                         f"--from-literal=repository={F.REPO} --from-literal=pools=worker "
+                         "--dry-run=client -o yaml | oc apply -f -")
+    hidden = only(good(rollout_params=None, rollout_params_error="forbidden"), "rollout-params")
+    assert hidden.result == P.WARN and "cannot read ConfigMap openshift-config/ocl-reconciler-rollout" in hidden.message
 
 
 # --- the command line ---------------------------------------------------------------------------
