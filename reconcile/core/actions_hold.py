@@ -4,14 +4,11 @@ that the pause and its record, and the state they follow from, are written toget
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import events, hold, patches
 from reconcile.core.actions import Action
-from reconcile.core.actions_step import Step, rfc3339
+from reconcile.core.actions_step import Step, extend_pool_patch, pool_patch, rfc3339
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild.settings import DEFAULT_HOLD_TIMEOUT
 
@@ -39,7 +36,7 @@ def gate(s: Step) -> None:
     pool = s.d.pool
     if pool is None:
         return
-    index, base = _pool_patch(s)
+    index, base = pool_patch(s.plan, pool)
     timeout = s.d.settings.hold_timeout if s.d.settings is not None else DEFAULT_HOLD_TIMEOUT
     g = hold.plan(pool, objects.annotations(base), applies(s), s.now, timeout)
     if unknown(s) and g.move is not hold.Move.RELEASE_TIMEOUT:
@@ -54,28 +51,11 @@ def gate(s: Step) -> None:
         s.plan.notes.append(g.message)
     if not ops:
         return
-    if g.move in hold.EVENTS:
+    if g.move in hold.EVENTS:               # the Event goes before the patch it tells of
         reason, warning = hold.EVENTS[g.move]
         s.plan.notes.append(g.message)
         told = Action("create", events.notice(
             pool, reason, g.message, f"{g.move.name}={hold.rendered(pool)}", rfc3339(s.now),
             objects.annotations(pool).get(A.GATE_SINCE, ""), kind="Warning" if warning else "Normal"))
         s.plan.actions.insert(index if index is not None else len(s.plan.actions), told)
-        index = index + 1 if index is not None else None
-    if index is None:
-        s.plan.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
-    else:
-        old = s.plan.actions[index]
-        both = (*old.patch, *ops)
-        s.plan.actions[index] = Action("patch", old.obj, both, patches.apply(pool, list(both)))
-
-
-def _pool_patch(s: Step) -> tuple[int | None, Mapping[str, Any]]:
-    """The index of the plan's patch of the pool and the pool as the plan's patches leave it."""
-    pool: Mapping[str, Any] = s.d.pool or {}
-    found = None
-    for i, action in enumerate(s.plan.actions):
-        if action.verb == "patch" and action.obj.get("kind") == "MachineConfigPool":
-            found = i if found is None else found
-            pool = patches.apply(pool, [op for op in action.patch])
-    return found, pool
+    extend_pool_patch(s.plan, pool, ops)

@@ -62,15 +62,32 @@ def annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | N
     patch_annotations(plan_, pool, A.changes(current, wanted))
 
 
+def pool_patch(plan_: PoolPlan, pool: Mapping[str, Any]) -> tuple[int | None, Mapping[str, Any]]:
+    """The index of the plan's first patch of the pool (None: none yet) and the pool as the plan's
+    patches leave it."""
+    found, after = None, pool
+    for i, action in enumerate(plan_.actions):
+        if action.verb == "patch" and action.obj.get("kind") == "MachineConfigPool":
+            found = i if found is None else found
+            after = patches.apply(after, list(action.patch))
+    return found, after
+
+
+def extend_pool_patch(plan_: PoolPlan, pool: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
+    """Add `ops` to the plan's patch of the pool, so that the pool gets one patch (or make one)."""
+    index, _ = pool_patch(plan_, pool)
+    if index is None:
+        plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+        return
+    old = plan_.actions[index]
+    both = (*old.patch, *ops)
+    plan_.actions[index] = Action("patch", old.obj, both, patches.apply(pool, list(both)))
+
+
 def forget(plan_: PoolPlan, pool: Mapping[str, Any], key: str) -> None:
     """Remove one annotation key of ours, in the plan's patch of the pool if it has one (the key is
     there, so the annotations map is: the ops need no resourceVersion test)."""
-    for i, action in enumerate(plan_.actions):
-        if action.verb == "patch" and action.obj.get("kind") == "MachineConfigPool":
-            ops = (*action.patch, *patches.annotation_ops(pool, {key: None}))
-            plan_.actions[i] = Action("patch", action.obj, ops, patches.apply(pool, list(ops)))
-            return
-    patch_annotations(plan_, pool, {key: None})
+    extend_pool_patch(plan_, pool, patches.annotation_ops(pool, {key: None}))
 
 
 def patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[str, str | None]) -> None:
