@@ -513,17 +513,21 @@ class RealAPI:
                                  lambda status, message: status == 201 or "already exists" in message,
                                  "POST", self.path("MachineConfig") + "?dryRun=All", probe, ok=(201, 403, 409, 422))
 
+    def _delete_bound(self, objs: list[dict[str, Any]], unbound: Any) -> None:
+        """Delete a component's objects, its ValidatingAdmissionPolicyBinding first; `unbound()` waits
+        until the server no longer enforces it before the rest go."""
+        for index, obj in enumerate(sorted(objs, key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")):
+            self.request("DELETE", object_path(obj), ok=(404,))
+            if index == 0:
+                unbound()
+
     def remove_rollout(self) -> None:
         """Delete the rollout component's objects (idempotent). The binding goes first, and is
         seen gone (the reconciler's bad write passes admission) before the rest, so that a later
         install_rollout() can only ever see its own policy; then RBAC refuses the reconciler's
         MachineConfig writes again."""
-        objs = sorted(self.rollout_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
-        for index, obj in enumerate(objs):
-            self.request("DELETE", object_path(obj), ok=(404,))
-            if index == 0:
-                self.wait_rollout("unbound", lambda status, message: status == 201 or
-                                   'cannot create resource "machineconfigs"' in message)
+        self._delete_bound(self.rollout_objects(), lambda: self.wait_rollout(
+            "unbound", lambda status, message: status == 201 or 'cannot create resource "machineconfigs"' in message))
         self.wait_rollout("removed", lambda status, message: status == 403 and
                            'cannot create resource "machineconfigs"' in message)
 
@@ -577,11 +581,8 @@ class RealAPI:
 
     def remove_pool_policy(self) -> None:
         """Delete the binding, wait until the reconciler's label patch passes again, then the policy."""
-        objs = sorted(self.pool_policy_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
-        for index, obj in enumerate(objs):
-            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
-            if index == 0:
-                self.wait_pool_policy("unbound", lambda status, message: status == 200)
+        self._delete_bound(self.pool_policy_objects(),
+                           lambda: self.wait_pool_policy("unbound", lambda status, message: status == 200))
 
     def wait_pool_policy(self, what: str, done: Any) -> None:
         """Poll until `done(status, message)` holds for the reconciler's dry-run patch adding a label
@@ -609,11 +610,8 @@ class RealAPI:
 
     def remove_namespace_policy(self) -> None:
         """Delete the binding, wait until the probe passes again, then the policy."""
-        objs = sorted(self.namespace_policy_objects(), key=lambda o: o["kind"] != "ValidatingAdmissionPolicyBinding")
-        for index, obj in enumerate(objs):
-            self.request("DELETE", f"{ROLLOUT_PATHS[obj['kind']]}/{obj['metadata']['name']}", ok=(404,))
-            if index == 0:
-                self.wait_namespace_policy("unbound", lambda status, message: status == 201)
+        self._delete_bound(self.namespace_policy_objects(),
+                           lambda: self.wait_namespace_policy("unbound", lambda status, message: status == 201))
 
     def wait_namespace_policy(self, what: str, done: Any) -> None:
         """Poll until `done(status, message)` holds for the reconciler's dry-run create of a
