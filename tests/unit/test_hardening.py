@@ -55,10 +55,10 @@ def test_proxy_credentials_never_reach_render_output_and_what_it_prints_still_wo
     assert code == 0, err
     assert "s3cr3t-proxy" not in out + err and "proxyuser" not in out + err
     docs = [d for d in yaml.safe_load_all(out) if d]
-    build = next(d for d in docs if d["kind"] == F.BUILD_KINDS[builder])
+    build = next(d for d in docs if d["kind"] == builder)
     code, after, _ = run_cli.run(items)
     assert code == 0
-    if builder == "custom-pod-builder":
+    if builder == "Pod":
         env = {e["name"]: e for e in build["spec"]["containers"][0]["env"]}
         (secret,) = [o for o in F.owned(after) if o["kind"] == "Secret" and
                      o["metadata"]["name"] == env["HTTPS_PROXY"]["valueFrom"]["secretKeyRef"]["name"]]
@@ -73,6 +73,17 @@ def test_proxy_credentials_never_reach_render_output_and_what_it_prints_still_wo
         assert "skipped env HTTPS_PROXY from the cluster Proxy" in message, message
     created = [o for o in F.owned(after) if o["kind"] != "Secret"]
     assert "s3cr3t-proxy" not in json.dumps(created)
+
+
+def test_render_leaves_out_any_object_holding_a_urls_credentials(run_cli):
+    """Masked, it would be applied broken by Argo CD: it is named on stderr, as a Secret is."""
+    items = F.cluster(extra=[F.configmap("on-cluster-build-custom-dockerfile",
+                                         {"worker": "RUN curl -fo /x http://u:s3cr3t-dockerfile@mirror/x\n"})])
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0 and "s3cr3t-dockerfile" not in out + err, err
+    assert not [d for d in yaml.safe_load_all(out) if d and "Dockerfile" in (d.get("data") or {})]
+    assert "ConfigMap/ocl-reconciler/ocl-dockerfile-worker-" in err, err
+    assert "not shown: it holds credentials" in err
 
 
 def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli):
