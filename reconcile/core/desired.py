@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import re
@@ -262,7 +263,11 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
                   annotations=naming.annotations(inp.rendered_config, wave=0),
                   owner=naming.owner_reference(pool))
-    inputs, trust = _with_trust_bundle(inp, build_inputs(builder, material), material, common)
+    proxy_name = naming.object_name("proxy", inp.pool, inp.build_id)
+    inputs, trust = _with_trust_bundle(inp, build_inputs(builder, material, proxy_name), material, common)
+    proxy_secret = [s for s in proxy_env_secret(proxy_name, builder, material, common)
+                    if any(e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == proxy_name
+                           for e in inputs.env)]
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
         data={"Dockerfile": dockerfile(inp, inputs, machineconfig)}, **common)
@@ -294,15 +299,21 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch),
         resources=settings.build_resources, deadline_seconds=settings.build_timeout)
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
-    return [*(naming.seal(o) for o in (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets)),
-            builder.render(ctx)]
+    sealed = (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets, *proxy_secret)
+    return [*(naming.seal(o) for o in sealed), builder.render(ctx)]
 
 
 
 
-def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:
+def build_inputs(builder: Any, material: Material, proxy_secret: str = "") -> buildinputs.Inputs:
     """The labelled inputs as this builder can pass them, plus the cluster Proxy's env (a labelled
     `proxy` input wins where both set a variable).
+
+    A Proxy value with credentials (`http://user:password@...`) never goes into a manifest, which
+    `render` prints for Argo CD to apply: the build Pod takes it from `proxy_secret` (a Secret of
+    ours, `proxy_env_secret`); an OpenShift Build gets none, as its build controller gives the build
+    Pod the cluster Proxy itself (openshift/openshift-controller-manager build/defaults;
+    docs/openshift-build.md), and says so in the pool's message.
 
     A builder that takes env by value only (an OpenShift Build: `dockerStrategy.buildArgs` ignores
     `valueFrom`, openshift/openshift-docs modules/builds-strategy-docker-build-arguments.adoc) cannot
@@ -324,8 +335,28 @@ def build_inputs(builder: Any, material: Material) -> buildinputs.Inputs:
         inputs = dataclasses.replace(inputs, env=tuple(e for e in inputs.env if "valueFrom" not in e),
                                      skipped=inputs.skipped + skipped)
     taken = {e["name"] for e in inputs.env}
-    env = inputs.env + tuple({"name": k, "value": v} for k, v in material.proxy_env if k not in taken)
-    return dataclasses.replace(inputs, env=env)
+    env, skipped = list(inputs.env), list(inputs.skipped)
+    for k, v in material.proxy_env:
+        if k in taken:
+            continue
+        if not proxy.credentialed(v):
+            env.append({"name": k, "value": v})
+        elif builder.ENV_BY_REFERENCE:
+            env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": proxy_secret, "key": k}}})
+        else:
+            skipped.append(f"skipped env {k} from the cluster Proxy: it holds credentials, and "
+                           f"{builder.kind} build args take values only; OpenShift's build controller "
+                           "gives the build Pod the cluster Proxy itself")
+    return dataclasses.replace(inputs, env=tuple(env), skipped=tuple(skipped))
+
+
+def proxy_env_secret(name: str, builder: Any, material: Material,
+                     common: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Secret of ours the build Pod takes the cluster Proxy's credentialed values from."""
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in material.proxy_env if proxy.credentialed(v)}
+    if not data or not builder.ENV_BY_REFERENCE:
+        return []
+    return [templates.render_object("secret-proxy.yaml.j2", name=name, data=data, **common)]
 
 
 def _source(env: Mapping[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """Secret values never leave the process, nor a URL's credentials (a proxy's `http://***@proxy`,
-which a build gets by value): kubectl's masking (`***`, and `*** (before)` / `*** (after)` when a
+should one be in an object by value): kubectl's masking (`***`, and `*** (before)` / `*** (after)` when a
 value changed), applied to a Secret's `data` and `stringData` and to any annotation that mirrors
 them (kubectl's last-applied-configuration, or one holding a value)."""
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from reconcile.imagebuild.proxy import USERINFO
 
 _FIELDS = ("data", "stringData")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -61,14 +62,9 @@ def _at(obj: dict[str, Any] | None, field: str) -> dict[str, Any]:
     return node
 
 
-#: the userinfo of a URL (`http://user:password@proxy:3128`): a proxy's credentials, which the build
-#: gets by value (its env, a Build's buildArgs: no valueFrom there)
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-
-
 def _strip_userinfo(node: Any) -> Any:
     if isinstance(node, str):
-        return _USERINFO.sub(r"\1***@", node)
+        return USERINFO.sub(r"\1***@", node)
     if isinstance(node, dict):
         return {k: _strip_userinfo(v) for k, v in node.items()}
     if isinstance(node, list):

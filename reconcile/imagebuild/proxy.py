@@ -4,6 +4,7 @@ bundle like an `internal-ca` input."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,13 @@ TRUST_NAMESPACE = "openshift-config"
 TRUST_KEY = "ca-bundle.crt"
 MOUNT = "/etc/ocl/inputs/cluster-ca"
 _FIELDS = (("httpProxy", "HTTP_PROXY"), ("httpsProxy", "HTTPS_PROXY"), ("noProxy", "NO_PROXY"))
+#: the userinfo of a URL (`http://user:password@proxy:3128`): a proxy's credentials. A build takes
+#: such a value by reference (core/desired); diff and render never show one (diff/masking).
+USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def credentialed(value: str) -> bool:
+    return bool(USERINFO.search(value))
 
 
 @dataclass(frozen=True)

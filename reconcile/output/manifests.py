@@ -6,17 +6,21 @@ what the reconciler deleted after a success, and the image was built again, fore
 follows the plan: a pool that is built for its current inputs (BUILT, SUCCEED, REUSE) or Blocked
 prints nothing; a START or RETRY prints what it creates; a build that is running or failed prints
 its live objects that the plan keeps, rendered from the inputs as they were created. Secrets we
-would create (registry auth) are named on stderr, never printed, and so is the rollout
+would create (registry auth, the proxy's credentials) are named on stderr, never printed, and so
+is any other object holding a URL's credentials (`http://user:password@...`, say in a custom
+Dockerfile): masked, it would be applied broken; the reconciler creates it, and so is the rollout
 MachineConfig (an Application that applied it would fight the reconciler's next patch of it)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcile.contract import objects
 from reconcile.core import decision, desired, rollout
 from reconcile.core.actions import PoolPlan
+from reconcile.imagebuild import proxy
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -58,7 +62,7 @@ def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
             notes += [f"pool {plan.pool}: {objects.ref(o)} not shown: not an object of the current attempt"
                       for o in live if _key(o) not in {_key(w) for w in wanted}]
         for obj in wanted + created:
-            if obj.get("kind") == "Secret":
+            if obj.get("kind") == "Secret" or proxy.credentialed(json.dumps(obj)):
                 notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: it holds credentials")
             elif obj.get("kind") == rollout.KIND:
                 notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: the rollout MachineConfig is "

@@ -230,6 +230,30 @@ def test_the_build_pod_needs_our_service_account(real, server):
             assert "unable to validate against any security context constraint" in body["message"]
 
 
+def test_anyuid_admits_the_build_pod_only_without_a_seccomp_profile(real, server):
+    """The build Pod's uid 1000 is admitted only by anyuid, which lists no seccompProfiles and so
+    refuses any profile set, RuntimeDefault included (the SCC imitation, from apiserver-library-go's
+    seccomp strategy): the Pod as rendered sets none, as the MCO's build Pod sets none."""
+    real.seed(cluster("custom-pod-builder"))
+    assert real.run()[0] == 0
+    pod = real.build_object()
+    (container,) = pod["spec"]["containers"]
+    assert "seccompProfile" not in container["securityContext"]
+    assert "seccompProfile" not in (pod["spec"].get("securityContext") or {})
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        pod["metadata"].pop(key, None)
+    pod.pop("status", None)
+    for where in ("container", "pod"):
+        changed = copy.deepcopy(pod)
+        changed["metadata"]["name"] += f"-{where}"
+        ctx = (changed["spec"]["containers"][0]["securityContext"] if where == "container"
+               else changed["spec"].setdefault("securityContext", {}))
+        ctx["seccompProfile"] = {"type": "RuntimeDefault"}
+        status, body = server.request("POST", server.path("Pod", F.NS) + "?dryRun=All", changed,
+                                      as_user=realserver.RECONCILER, ok=(201, 403))
+        assert (status, "seccomp may not be set" in body.get("message", "")) == (403, True), (where, body)
+
+
 # --- every object we create passes the real server's validation ---------------------------------
 
 def _rich_cluster(builder: str) -> list[dict[str, Any]]:

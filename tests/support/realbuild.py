@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from tests.support import seccompprofile as SP
+
 TOOLS = ("buildah", "skopeo", "docker-registry", "busybox", "jq", "openssl")
 INSTALL = ("apt-get install buildah docker-registry skopeo busybox-static jq openssl libcap2-bin uidmap "
-           "util-linux")
+           "util-linux python3-seccomp golang-github-containers-common")
 #: .ci/run sets this so that a missing tool fails the suite instead of skipping it.
 REQUIRE = "OCL_REALBUILD"
 
@@ -362,14 +364,16 @@ def unprivileged_tools() -> str | None:
 
 
 def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
-                               root: Path, lacks: frozenset[str] = frozenset()) -> tuple[int, str, str]:
+                               root: Path, lacks: frozenset[str] = frozenset(),
+                               profile: dict[str, Any] | None = None) -> tuple[int, str, str]:
     """Run the container's command as its securityContext says, not as root: uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
     bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
     allowPrivilegeEscalation, in a mount namespace that shows the buildah image's /etc/subuid and
     /etc/subgid. Files are materialised as the kubelet would: volumes readable, the emptyDir and
     the termination message writable by that user. `lacks`: IMAGE_NEEDS this image does not give
-    (`subids`: empty /etc/subuid and /etc/subgid; `filecaps`: newuidmap/newgidmap without them)."""
+    (`subids`: empty /etc/subuid and /etc/subgid; `filecaps`: newuidmap/newgidmap without them).
+    Under the seccomp filter the spec asks for (seccomp_filter), or `profile` in its place."""
     (container,) = pod["spec"]["containers"]
     ctx = container.get("securityContext") or {}
     uid, gid = ctx["runAsUser"], ctx.get("runAsGroup", ctx["runAsUser"])
@@ -410,12 +414,30 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                "--bounding-set=" + ",".join(["-all"] + [f"+{c.lower()}" for c in sorted(bounding)])]
     if ctx.get("allowPrivilegeEscalation") is False:
         setpriv.append("--no-new-privs")
+    command = seccomp_filter(pod, bounding, root / "seccomp.json", profile, setpriv + list(container["command"][:2]))
     inner = " ".join([f"mount --bind {root / 'subuid'} /etc/subuid && mount --bind {root / 'subgid'} /etc/subgid",
-                      "&& exec", *(f"'{a}'" for a in setpriv + list(container["command"][:2])), '"$0"'])
+                      "&& exec", *(f"'{a}'" for a in command), '"$0"'])
     result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
                              container["command"][2]], env=env, capture_output=True, text=True, timeout=600)
     message = termination.read_text() if termination.exists() else ""
     return result.returncode, message, (result.stdout + result.stderr)[-3000:]
+
+
+def seccomp_filter(pod: dict[str, Any], bounding: set[str], path: Path, profile: dict[str, Any] | None,
+                   command: list[str]) -> list[str]:
+    """`command` under the seccomp filter a runtime would load for this Pod (tests/support/
+    seccompprofile.py): `profile` if given, else CRI-O's default for RuntimeDefault, none for
+    Unconfined or no profile. Skips (fails under OCL_REALBUILD=require) where no filter can be
+    loaded."""
+    kind = SP.pod_profile(pod)
+    if profile is None and kind != "RuntimeDefault":
+        assert kind in (None, "Unconfined"), f"seccompProfile {kind}: pass its profile"
+        return command
+    why = SP.loader_missing()
+    if why:
+        message = f"realbuild's seccomp filter {why}: `{INSTALL}`"
+        pytest.fail(message) if os.environ.get(REQUIRE) == "require" else pytest.skip(message)
+    return SP.wrap(SP.resolve(profile or SP.runtime_default(), bounding), path, command)
 
 
 def image_file(host: Host, ref: str, path: str, dest: Path) -> bytes | None:

@@ -5,11 +5,13 @@ image of the configured repository (row 3)."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import stat
 
 import pytest
+import yaml
 
 from reconcile.contract import annotations as A
 from tests.support import factory as F
@@ -31,13 +33,57 @@ def proxied(items, url):
     return items
 
 
+CREDENTIALED = "http://proxyuser:s3cr3t-proxy@proxy.example.com:3128"
+
+
 def test_proxy_credentials_never_reach_diff_output(run_cli):
-    items = proxied(F.cluster(), "http://proxyuser:s3cr3t-proxy@proxy.example.com:3128")
+    items = proxied(F.cluster(), CREDENTIALED)
     code, out, _ = run_cli.on(items, "diff", "--color", "never")
-    assert code == 1 and "proxy.example.com:3128" in out, out[-500:]
-    assert "s3cr3t-proxy" not in out and "proxyuser" not in out
+    assert code == 1 and "s3cr3t-proxy" not in out and "proxyuser" not in out, out[-500:]
     code, out, _ = run_cli.on(items, "diff", "-o", "json")
-    assert "s3cr3t-proxy" not in out and "proxy.example.com:3128" in out
+    assert "s3cr3t-proxy" not in out and "proxyuser" not in out
+
+
+def test_proxy_credentials_never_reach_render_output_and_what_it_prints_still_works(run_cli, builder):
+    """render's stdout is applied by Argo CD (its Config Management Plugin), so a masked value there
+    would be applied as the proxy: the credentials travel by reference instead. The build Pod takes
+    a proxy URL with credentials from a Secret of ours (secretKeyRef; render names the Secret on
+    stderr, run creates it with the real value); an OpenShift Build gets none (build args take values
+    only) and relies on the cluster Proxy its build controller adds to the build Pod itself."""
+    items = proxied(F.cluster(), CREDENTIALED)
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0, err
+    assert "s3cr3t-proxy" not in out + err and "proxyuser" not in out + err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    build = next(d for d in docs if d["kind"] == builder)
+    code, after, _ = run_cli.run(items)
+    assert code == 0
+    if builder == "Pod":
+        env = {e["name"]: e for e in build["spec"]["containers"][0]["env"]}
+        (secret,) = [o for o in F.owned(after) if o["kind"] == "Secret" and
+                     o["metadata"]["name"] == env["HTTPS_PROXY"]["valueFrom"]["secretKeyRef"]["name"]]
+        for var in ("HTTP_PROXY", "https_proxy"):
+            key = env[var]["valueFrom"]["secretKeyRef"]["key"]
+            assert base64.b64decode(secret["data"][key]).decode() == CREDENTIALED
+        assert f"Secret/{F.NS}/{secret['metadata']['name']} not shown" in err
+    else:
+        args = {a["name"] for a in build["spec"]["strategy"]["dockerStrategy"]["buildArgs"]}
+        assert not args & {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}, args
+        message = F.the_pool(after)["metadata"]["annotations"][A.MESSAGE]
+        assert "skipped env HTTPS_PROXY from the cluster Proxy" in message, message
+    created = [o for o in F.owned(after) if o["kind"] != "Secret"]
+    assert "s3cr3t-proxy" not in json.dumps(created)
+
+
+def test_render_leaves_out_any_object_holding_a_urls_credentials(run_cli):
+    """Masked, it would be applied broken by Argo CD: it is named on stderr, as a Secret is."""
+    items = F.cluster(extra=[F.configmap("on-cluster-build-custom-dockerfile",
+                                         {"worker": "RUN curl -fo /x http://u:s3cr3t-dockerfile@mirror/x\n"})])
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0 and "s3cr3t-dockerfile" not in out + err, err
+    assert not [d for d in yaml.safe_load_all(out) if d and "Dockerfile" in (d.get("data") or {})]
+    assert "ConfigMap/ocl-reconciler/ocl-dockerfile-worker-" in err, err
+    assert "not shown: it holds credentials" in err
 
 
 def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli):

@@ -143,8 +143,9 @@ def test_build_pod_security_and_secret_handling():
     assert "privileged': True" not in text
     (container,) = pod["spec"]["containers"]
     assert container["securityContext"]["privileged"] is False
-    # issue 31 item 6: an explicit seccomp profile, no token, a bounded disk
-    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # issue 31 item 6: no seccomp profile (anyuid refuses one; under the runtime's default filter
+    # rootless buildah fails: tests/realbuild/test_realbuild_seccomp.py), no token, a bounded disk
+    assert "seccompProfile" not in container["securityContext"] and "securityContext" not in pod["spec"]
     assert pod["spec"]["automountServiceAccountToken"] is False and pod["spec"]["serviceAccountName"] == "ocl-builder"
     assert container["resources"]["limits"]["ephemeral-storage"] == "80Gi"
     assert container["resources"]["requests"]["ephemeral-storage"] == "20Gi"
