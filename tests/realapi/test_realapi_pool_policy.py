@@ -36,6 +36,9 @@ IMAGE_RULE = (f"ocl-reconciler may set the annotation {A.IMAGE} of a MachineConf
 IMAGE = F.REPO + "@sha256:" + "1" * 64
 OWNER_RULE = "ocl-reconciler may not change the metadata.ownerReferences of a MachineConfigPool: "
 FINALIZER_RULE = "ocl-reconciler may not change the metadata.finalizers of a MachineConfigPool: "
+PAUSE_RULE = ("ocl-reconciler may pause or unpause only a MachineConfigPool labelled "
+              f"{A.LAYERING_LABEL}, or release one it holds ({A.GATE}=held): ")
+GATE_RULE = f"ocl-reconciler may set {A.GATE}=held only on a MachineConfigPool labelled {A.LAYERING_LABEL}: "
 BUILT_IN = f"{F.MCO}/mco-built-in"
 #: an owner the garbage collector would delete the pool with
 OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anything", "uid": "00000000-0000-0000-0000-000000000001"}
