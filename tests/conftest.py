@@ -90,12 +90,8 @@ def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pyt
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    api = realserver.RealAPI(tmp_path_factory.mktemp("realapi"), realserver.binaries())
-    api.start()
+    api = realserver.start_installed(tmp_path_factory.mktemp("realapi"))
     try:
-        api.install_product()
-        api.install_mco_policies()
-        api.sa_token = api.service_account_token(factory.NS, "ocl-reconciler")
         yield api
     finally:
         api.stop()

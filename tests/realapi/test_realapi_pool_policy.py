@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import patches
+from reconcile.core import hold, patches
 from tests.support import factory as F
 from tests.support import realserver
 
@@ -36,6 +36,9 @@ IMAGE_RULE = (f"ocl-reconciler may set the annotation {A.IMAGE} of a MachineConf
 IMAGE = F.REPO + "@sha256:" + "1" * 64
 OWNER_RULE = "ocl-reconciler may not change the metadata.ownerReferences of a MachineConfigPool: "
 FINALIZER_RULE = "ocl-reconciler may not change the metadata.finalizers of a MachineConfigPool: "
+PAUSE_RULE = ("ocl-reconciler may pause or unpause only a MachineConfigPool labelled "
+              f"{A.LAYERING_LABEL}, or release one it holds ({A.GATE}=held): ")
+GATE_RULE = f"ocl-reconciler may set {A.GATE}=held only on a MachineConfigPool labelled {A.LAYERING_LABEL}: "
 BUILT_IN = f"{F.MCO}/mco-built-in"
 #: an owner the garbage collector would delete the pool with
 OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "anything", "uid": "00000000-0000-0000-0000-000000000001"}
@@ -225,6 +228,38 @@ def test_the_policy_refuses_any_other_change(api, case):
     assert (status, body["reason"], body["message"]) == (403, "Forbidden", forbidden("worker", message))
     assert api.get("MachineConfigPool", "", "worker")["metadata"]["resourceVersion"] == \
         before["metadata"]["resourceVersion"]
+
+
+def test_the_pause_is_ours_only_on_a_pool_we_build(api):
+    """spec.paused changes only on a pool labelled ocl-reconciler.io/layering-enabled, or to release
+    one the gate held that was opted out since: the gate's own releases (core/hold.py) pass. Not an
+    administrator's pause of a pool we do not build, nor after writing our hold record on it first
+    (issue 31 row 2: rows 2a, 2b and 2h of tests/realapi/test_realapi_attacks.py try master)."""
+    for move in (hold.Move.RELEASE, hold.Move.RELEASE_TIMEOUT):
+        drop_pool(api, "infra")
+        held = F.pool("infra", opted_in=False, annotations={A.GATE: hold.HELD, A.GATE_SINCE: "2026-11-29T10:00:00Z"})
+        held["spec"]["paused"] = True
+        live = api.create(held)
+        ops = hold.ops_on(live, hold.Gate(move, "released"), "2026-11-29T12:00:00Z")
+        status, body = as_sa(api, "PATCH", POOLS + "/infra", ops)
+        assert status == 200 and body["spec"]["paused"] is False, (move, body)
+    assert body["metadata"]["annotations"][A.GATE] == hold.RELEASED
+    for patch, message in (
+            ([{"op": "add", "path": "/spec/paused", "value": True}], PAUSE_RULE + "infra sets spec.paused to true"),
+            ([{"op": "add", "path": ann(A.GATE), "value": hold.HELD}], GATE_RULE + "infra")):
+        status, body = as_sa(api, "PATCH", POOLS + "/infra", patch)
+        assert (status, body.get("message")) == (403, forbidden("infra", message)), body
+    api.request("PATCH", POOLS + "/infra", {"spec": {"paused": True}}, "application/merge-patch+json")
+    status, body = as_sa(api, "PATCH", POOLS + "/infra", [{"op": "replace", "path": "/spec/paused", "value": False}])
+    assert (status, body.get("message")) == (403, forbidden("infra", PAUSE_RULE + "infra sets spec.paused to false"))
+    # the administrator may; so may we once the pool is opted in
+    assert api.request("PATCH", POOLS + "/infra?dryRun=All", [{"op": "replace", "path": "/spec/paused", "value": False}],
+                       JSON_PATCH)[0] == 200
+    api.request("PATCH", POOLS + "/infra", [{"op": "add", "path": label(A.LAYERING_LABEL), "value": ""}], JSON_PATCH)
+    status, body = as_sa(api, "PATCH", POOLS + "/infra", [{"op": "replace", "path": "/spec/paused", "value": False},
+                                                          {"op": "add", "path": ann(A.GATE), "value": hold.HELD}])
+    assert status == 200, body
+    drop_pool(api, "infra")
 
 
 def test_a_change_hidden_next_to_ours_is_refused(api):

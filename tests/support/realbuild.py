@@ -188,6 +188,19 @@ def delete_manifest(registry: Registry, repo: str, digest: str) -> None:
         f"{registry.url}/v2/{repo}/manifests/{digest}", method="DELETE"), context=registry.context).close()
 
 
+def has_manifest(registry: Registry, repo: str, digest: str) -> bool:
+    """Does the registry still serve `repo@digest` (HEAD of the manifest: 200, or 404)?"""
+    request = urllib.request.Request(f"{registry.url}/v2/{repo}/manifests/{digest}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    try:
+        urllib.request.urlopen(request, context=registry.context).close()
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return False
+        raise
+    return True
+
+
 class Host:
     """Environment for buildah and skopeo on this machine, isolated under `root`."""
 

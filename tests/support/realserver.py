@@ -849,6 +849,20 @@ class Real:
 
 
 
+def start_installed(root: Path) -> RealAPI:
+    """A started server with kustomize/base and the MCO's pool policies installed, and a token of
+    our ServiceAccount (`sa_token`): the suite's session server, or a module's own."""
+    api = RealAPI(root, binaries()).start()
+    try:
+        api.install_product()
+        api.install_mco_policies()
+        api.sa_token = api.service_account_token(F.NS, "ocl-reconciler")
+    except BaseException:
+        api.stop()
+        raise
+    return api
+
+
 def kubectl_binary() -> str | None:
     path = cache_dir() / "kubectl"
     return str(path) if path.is_file() else shutil.which("kubectl")
