@@ -36,31 +36,19 @@ def env():
         pytest.fail(why) if os.environ.get(R.REQUIRE) == "require" else pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="ocl-storage-"))
     root.chmod(0o755)
-    registry = R.Registry(root, access_log=True)
+    registry, host = osimage.registry_with_bases(root)
     try:
-        host = R.Host(root, registry)
-        R.build_base_image(host, f"{registry.host}/ocl/small-base:latest")
-        R.build_extensions_image(host, f"{registry.host}/ocl/extensions:latest")
-        base = osimage.push_chunked(registry, "ocl/base", "v1", "ocl/small-base:latest", 3_000_000, layers=6)
+        base = osimage.push_chunked(registry, "ocl/base", "v1", osimage.SMALL_BASE, 3_000_000, layers=6)
         yield registry, host, base, root
     finally:
         registry.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
-def cluster(registry, base, mc):
-    return [F.build_config(finalImagePullspec=f"{registry.host}/ocl/os-image:latest"),
-            F.osimageurl(baseOSContainerImage=base, releaseVersion="4.16.0",
-                         baseOSExtensionsContainerImage=f"{registry.host}/ocl/extensions:latest"),
-            F.secret("pull-secret", payload=R.auth_file(registry, "puller")),
-            F.secret("push-secret", payload=R.auth_file(registry, "pusher")),
-            F.pool("worker", rendered=mc["metadata"]["name"]), mc]
-
-
 def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None):
     """Render the pool's build Pod and run it; (exit code, termination message, logs, requests)."""
     registry, host, image, root = env
-    code, after, err = run_cli.run(cluster(registry, base or image.ref, mc))
+    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc))
     assert code == 0, err
     (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
     mark = len(registry.requests())
@@ -149,7 +137,7 @@ def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it
     code, _, logs, requests, _ = build(run_cli, env, mc, "kept-1", driver="overlay", kept=True, volumes=volumes)
     assert code == 0, logs
     assert len(_layer_gets(requests, image)) == len(image.layer_digests)
-    extensions = [f"{registry.host}/ocl/extensions:latest"]
+    extensions = [f"{registry.host}/{osimage.EXTENSIONS}"]
     assert _images(storage) == sorted([[image.ref], extensions])
 
     changed = copy.deepcopy(mc)
@@ -162,7 +150,7 @@ def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it
     assert _images(storage) == sorted([[image.ref], extensions])
     assert message.strip().startswith("sha256:")
 
-    upgraded = osimage.push_chunked(registry, "ocl/base", "v2", "ocl/small-base:latest", 3_000_000, layers=6, seed=2)
+    upgraded = osimage.push_chunked(registry, "ocl/base", "v2", osimage.SMALL_BASE, 3_000_000, layers=6, seed=2)
     code, _, logs, requests, _ = build(run_cli, env, changed, "kept-3", base=upgraded.ref, driver="overlay",
                                        kept=True, volumes=volumes)
     assert code == 0, logs

@@ -15,6 +15,7 @@ import random
 import tarfile
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 try:                                        # the project's fast gzip, when installed
@@ -22,6 +23,8 @@ try:                                        # the project's fast gzip, when inst
 except ImportError:                         # pragma: no cover
     import gzip  # type: ignore[no-redef]
 
+from tests.support import factory as F
+from tests.support import realbuild as R
 from tests.support.realbuild import Registry
 
 #: quay.io/coreos-assembler/fcos:stable as `oc image info` listed it in coreos/rpm-ostree issue 4012
@@ -150,3 +153,32 @@ def push_chunked(registry: Registry, repo: str, tag: str, top: str, total: int,
         digest = resp.headers["Docker-Content-Digest"]
     return Image(f"{registry.host}/{repo}:{tag}", digest, len(manifest["layers"]), compressed, unpacked,
                  tuple(layer["digest"] for layer in manifest["layers"]))
+
+
+#: the small working base and the extensions image that registry_with_bases pushes
+SMALL_BASE, EXTENSIONS = "ocl/small-base:latest", "ocl/extensions:latest"
+
+
+def registry_with_bases(root: Path) -> tuple[Registry, R.Host]:
+    """A docker-registry under `root` with its access log on, holding SMALL_BASE (for
+    push_chunked's `top`) and EXTENSIONS; and the host's buildah set up for it."""
+    registry = Registry(root, access_log=True)
+    try:
+        host = R.Host(root, registry)
+        R.build_base_image(host, f"{registry.host}/{SMALL_BASE}")
+        R.build_extensions_image(host, f"{registry.host}/{EXTENSIONS}")
+    except BaseException:
+        registry.stop()
+        raise
+    return registry, host
+
+
+def one_pool(registry: Registry, base: str, mc: dict[str, Any], repo: str = "ocl/os-image") -> list[dict[str, Any]]:
+    """A cluster with one opted-in pool whose rendered config is `mc`: built FROM `base`, pushed to
+    `repo` of the registry, the extensions image EXTENSIONS."""
+    return [F.build_config(finalImagePullspec=f"{registry.host}/{repo}:latest"),
+            F.osimageurl(baseOSContainerImage=base, releaseVersion="4.16.0",
+                         baseOSExtensionsContainerImage=f"{registry.host}/{EXTENSIONS}"),
+            F.secret("pull-secret", payload=R.auth_file(registry, "puller")),
+            F.secret("push-secret", payload=R.auth_file(registry, "pusher")),
+            F.pool("worker", rendered=mc["metadata"]["name"]), mc]
