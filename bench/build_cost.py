@@ -12,10 +12,10 @@ It does so for each storage driver, in two modes side by side:
   kept   the storage is a directory kept between builds (BUILD_STORAGE_DIR; a PersistentVolumeClaim)
 
 The storage is on a filesystem of its own (loop-mounted, --fs), sampled with statvfs. For each build:
-wall time, bytes pulled (GET responses in the registry's log), bytes pushed (new blobs in the
-registry's storage), the storage's peak disk, and the base layers reused (not pulled) and the
-image layers reused on push (not uploaded). Then the goals of issue 32 item 4, met or not, and the
-peak-disk factors (--write-table writes them to manifests/build-disk.yaml). Root only.
+wall time, bytes pulled (GET responses in the registry's log), bytes pushed (the blobs whose upload
+completed, and new blobs in the registry's storage), the storage's peak disk, the base layers
+reused (not pulled) and the image layers reused on push (not uploaded). Then the goals of issue 32
+item 4, met or not, and the peak-disk factors (--write-table: manifests/build-disk.yaml). Root only.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -117,7 +118,13 @@ def measure(registry, host, fs, image, driver, mode, step, mc, work, n) -> Build
     base_blobs = {f"/v2/ocl/base/blobs/{d}" for d in image.layer_digests}
     base_pulled = sum(1 for r in requests
                       if r["method"] == "GET" and r["uri"] in base_blobs and r["status"] == 200)
-    new = {d: size for d, size in blobs(registry).items() if d not in before}
+    stored = blobs(registry)
+    new = {d: size for d, size in stored.items() if d not in before}
+    # a blob uploaded again is not new in the registry's storage: count each completed upload too
+    for r in requests:
+        if r["method"] == "PUT" and "/blobs/uploads/" in r["uri"] and r["status"] == 201:
+            digest = urllib.parse.parse_qs(urllib.parse.urlsplit(r["uri"]).query)["digest"][0]
+            new[digest] = stored[digest]
     manifest = json.loads(host.run("skopeo", "inspect", "--raw", "--tls-verify=false",
                                    f"docker://{registry.host}/{repo}@{message.strip()}").stdout)
     layers = [layer["digest"] for layer in manifest["layers"]]
