@@ -1,6 +1,17 @@
 # Build the layered OS image and push it; every path comes from the Pod's env (set explicitly in
 # the pod spec), so the same script runs in the Pod and in the test harness.
+#
+# The build storage (docs/design.md, "The build Pod's disk"), from two more env vars:
+#   STORAGE_DRIVER     vfs, overlay, or auto: overlay where buildah can mount it natively in its
+#                      user namespace (native_overlay below), else vfs.
+#   BUILD_STORAGE_DIR  optional: a directory on a volume that outlives the Pod. buildah keeps its
+#                      images and its blob cache there (XDG_DATA_HOME), so a rebuild reuses the base
+#                      image; after the push, every image the Dockerfile does not name is removed.
+#                      Unset: the storage is under $HOME and goes with the Pod.
+# A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
+# A kept $HOME must not hand an earlier build's files (a part of a larger MachineConfig) to this one.
+rm -rf "$CONTEXT_DIR/machineconfig"
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
 # One file, or numbered parts of a MachineConfig larger than one ConfigMap.
@@ -15,17 +26,111 @@ done
 # its mirrors, is read by buildah from the env). The service CA's directory is added to the system
 # CAs for every registry (an empty directory adds nothing).
 policy=${SIGNATURE_POLICY:+--signature-policy=$SIGNATURE_POLICY}
-buildah build "$@" ${policy:+"$policy"} \
+
+if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
+  export XDG_DATA_HOME="$BUILD_STORAGE_DIR"
+fi
+graphroot=${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage
+mkdir -p "$graphroot"
+
+# Our own storage.conf (CONTAINERS_STORAGE_CONF takes the place of /etc/containers/storage.conf):
+# the builder image's may name a mount program (quay.io/buildah/stable's names fuse-overlayfs),
+# which needs /dev/fuse, a device the Pod does not have. For a rootless user, containers/storage
+# takes the graph root from XDG_DATA_HOME, not from this file (types/options.go).
+storage_conf() {
+  printf '[storage]\ndriver = "%s"\n' "$1"
+}
+
+# containers/storage drivers/overlay/overlay.go (Init): without a mount program it test-mounts
+# overlay in buildah's user namespace, and where that fails it takes fuse-overlayfs from the PATH
+# (the MCO's image has it), which fails later without /dev/fuse. So the check is buildah's own
+# overlay mount of a working container, in a storage of its own on the same filesystem.
+native_overlay() {
+  probe=$(mktemp -d "$graphroot.probe.XXXXXX")
+  ok=no
+  # shellcheck disable=SC2016
+  if STORAGE_DRIVER=overlay buildah --root "$probe/root" --runroot "$probe/run" unshare sh -c \
+       'b="buildah --root $0/root --runroot $0/run"; c=$($b from scratch) && $b mount "$c" && $b umount "$c" && $b rm "$c"' \
+       "$probe" > "$probe.log" 2>&1; then
+    ok=yes
+  fi
+  rm -rf "$probe" "$probe.log" 2>/dev/null || true
+  [ "$ok" = yes ]
+}
+
+driver=$STORAGE_DRIVER
+if [ "$driver" = auto ]; then
+  if native_overlay; then driver=overlay; else driver=vfs; fi
+fi
+# containers/storage reads STORAGE_DRIVER from the env too (types/options.go): it must name a driver.
+export STORAGE_DRIVER="$driver"
+echo "build storage: $driver in $graphroot${BUILD_STORAGE_DIR:+ (kept between builds)}"
+if [ -z "${CONTAINERS_STORAGE_CONF:-}" ]; then       # a test harness may give its own
+  export CONTAINERS_STORAGE_CONF="$HOME/.ocl-storage.conf"
+  storage_conf "$driver" > "$CONTAINERS_STORAGE_CONF"
+fi
+
+# buildah's output goes to the log; when it fails for want of space, the termination message (the
+# reason the reconciler shows) says so instead of the log's last line.
+buildah_() {
+  result=$( { buildah "$@" 2>&1 && status=0 || status=$?; printf '\nocl-status %s\n' "$status"; } |
+    while IFS= read -r line; do
+      case $line in
+        "ocl-status "*) echo "$line" ;;
+        "") ;;
+        *) printf '%s\n' "$line" >&2
+           case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
+      esac
+    done )
+  status=$(printf '%s\n' "$result" | sed -n 's/^ocl-status //p')
+  [ "$status" = 0 ] && return 0
+  full=$(printf '%s\n' "$result" | sed -n 's/^ocl-full //p' | head -n 1 | cut -c 1-800)
+  if [ -n "$full" ]; then
+    printf 'build storage full (%s driver, %s): %s\n' "$driver" "$graphroot" "$full" > "$DIGEST_FILE"
+  fi
+  return "${status:-1}"
+}
+
+if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
+  # A kept storage holds one driver's images: drop another's (the node's kernel may differ from the
+  # last build's), and working containers a killed build left behind.
+  for other in overlay vfs; do
+    [ "$other" = "$driver" ] || [ ! -d "$graphroot/$other-layers" ] ||
+      buildah unshare rm -rf "$graphroot/$other" "$graphroot/$other-images" "$graphroot/$other-layers" \
+        "$graphroot/$other-containers"
+  done
+  buildah_ rm --all > /dev/null
+fi
+
+buildah_ build "$@" ${policy:+"$policy"} \
   --cert-dir "$REGISTRY_CERT_DIR" \
-  --storage-driver "$STORAGE_DRIVER" \
+  --storage-driver "$driver" \
   --isolation "$BUILDAH_ISOLATION" \
   --authfile "$BASE_IMAGE_PULL_CREDS" \
   --file "$DOCKERFILE_DIR/Dockerfile" \
   --tag "$TAG" \
   "$CONTEXT_DIR"
-buildah push ${policy:+"$policy"} \
+buildah_ push ${policy:+"$policy"} \
   --cert-dir "$REGISTRY_CERT_DIR" \
-  --storage-driver "$STORAGE_DRIVER" \
+  --storage-driver "$driver" \
   --authfile "$FINAL_IMAGE_PUSH_CREDS" \
   --digestfile "$DIGEST_FILE" \
   "$TAG" "docker://$TAG"
+
+# Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
+# next build of this pool most likely uses again); the previous base after an upgrade goes. The
+# image is pushed by now: a failure here is only said.
+prune_storage() {
+  keep=
+  for ref in $(sed -n -e 's/^FROM[[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
+                   -e 's/.*--mount=[^[:space:]]*from=\([^,[:space:]]*\).*/\1/p' "$DOCKERFILE_DIR/Dockerfile"); do
+    id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
+  done
+  for id in $(buildah images --quiet --no-trunc); do
+    case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null ;; esac
+  done
+  echo "build storage kept: $(buildah images --noheading | wc -l) images"
+}
+if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
+  prune_storage || echo "build storage: removing the images this build did not use failed" >&2
+fi

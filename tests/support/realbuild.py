@@ -75,7 +75,8 @@ class Registry:
     with `tls` (a TestCA), it serves HTTPS with a certificate that CA signed; with `htpasswd` (a
     file of bcrypt entries), it answers only basic auth of its users."""
 
-    def __init__(self, root: Path, tls: TestCA | None = None, htpasswd: Path | None = None):
+    def __init__(self, root: Path, tls: TestCA | None = None, htpasswd: Path | None = None,
+                 access_log: bool = False):
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.tls = tls
@@ -84,12 +85,16 @@ class Registry:
             http["tls"] = {"certificate": str(tls.cert), "key": str(tls.key)}
         config = root / f"registry-{self.port}.yml"
         config.write_text(json.dumps({
-            "version": 0.1, "log": {"level": "error"},
+            "version": 0.1, "log": {"level": "info" if access_log else "error", "formatter": "json"},
             "storage": {"filesystem": {"rootdirectory": str(root / f"registry-data-{self.port}")},
                         "delete": {"enabled": True}},
             "http": http, **({"auth": {"htpasswd": {"realm": "ocl", "path": str(htpasswd)}}} if htpasswd else {})}))
-        self.proc = subprocess.Popen(["docker-registry", "serve", str(config)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.data = root / f"registry-data-{self.port}"
+        #: with `access_log`, the registry's own log: one "response completed" line per request
+        self.log = root / f"registry-{self.port}.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                                         stderr=log if access_log else subprocess.DEVNULL)
         self.url = f"{'https' if tls else 'http'}://{self.host}"
         self.context = ssl.create_default_context(cafile=str(tls.ca)) if tls else None
         deadline = time.monotonic() + 20
@@ -105,6 +110,21 @@ class Registry:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("docker-registry did not start within 20 s")
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests the registry answered so far, in order, from its log at level info
+        (distribution's "response completed" entries): method, uri, status and bytes written."""
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "response completed":
+                out.append({"method": entry["http.request.method"], "uri": entry["http.request.uri"],
+                            "status": entry["http.response.status"],
+                            "written": entry.get("http.response.written", 0)})
+        return out
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -378,7 +398,9 @@ def unprivileged_tools() -> str | None:
 
 def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]], host: Host,
                                root: Path, lacks: frozenset[str] = frozenset(),
-                               profile: dict[str, Any] | None = None) -> tuple[int, str, str]:
+                               profile: dict[str, Any] | None = None,
+                               volumes: dict[str, Path] | None = None,
+                               pod_devices: bool = False) -> tuple[int, str, str]:
     """Run the container's command as its securityContext says, not as root: uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
     bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
@@ -386,7 +408,10 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     /etc/subgid. Files are materialised as the kubelet would: volumes readable, the emptyDir and
     the termination message writable by that user. `lacks`: IMAGE_NEEDS this image does not give
     (`subids`: empty /etc/subuid and /etc/subgid; `filecaps`: newuidmap/newgidmap without them).
-    Under the seccomp filter the spec asks for (seccomp_filter), or `profile` in its place."""
+    `volumes`: host directories mounted at these container paths, as a volume that outlives the Pod
+    (a PersistentVolumeClaim) or a sized filesystem would be; made the build user's, as the
+    kubelet's fsGroup makes a volume writable. `pod_devices`: the container's /dev as a runtime
+    makes it (pod_dev_commands), without the host's other devices such as /dev/fuse. Under the seccomp filter the spec asks for (seccomp_filter), or `profile` in its place."""
     (container,) = pod["spec"]["containers"]
     ctx = container.get("securityContext") or {}
     uid, gid = ctx["runAsUser"], ctx.get("runAsGroup", ctx["runAsUser"])
@@ -430,6 +455,12 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     command = seccomp_filter(pod, bounding, root / "seccomp.json", profile, setpriv + list(container["command"][:2]))
     inner = " ".join([f"mount --bind {root / 'subuid'} /etc/subuid && mount --bind {root / 'subgid'} /etc/subgid",
                       "&& exec", *(f"'{a}'" for a in command), '"$0"'])
+    for path, source in (volumes or {}).items():
+        (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        os.chown(source, uid, gid)
+        inner = f"mount --bind '{source}' '{root / path.lstrip('/')}' && {inner}"
+    if pod_devices:
+        inner = f"{pod_dev_commands(root / 'pod-dev')} && {inner}"
     result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
                              container["command"][2]], env=env, capture_output=True, text=True, timeout=600)
     message = termination.read_text() if termination.exists() else ""
@@ -451,6 +482,49 @@ def seccomp_filter(pod: dict[str, Any], bounding: set[str], path: Path, profile:
         message = f"realbuild's seccomp filter {why}: `{INSTALL}`"
         pytest.fail(message) if os.environ.get(REQUIRE) == "require" else pytest.skip(message)
     return SP.wrap(SP.resolve(profile or SP.runtime_default(), bounding), path, command)
+
+
+#: Where with_storage mounts a build storage that outlives the Pod (BUILD_STORAGE_DIR of build-pod.sh).
+KEPT_STORAGE = "/var/lib/ocl-build-storage"
+
+
+def with_storage(pod: dict[str, Any], driver: str | None = None, kept: bool = False) -> dict[str, Any]:
+    """The build Pod with STORAGE_DRIVER set to `driver`, and with `kept` a volume at KEPT_STORAGE
+    named by BUILD_STORAGE_DIR (the env build-pod.sh reads; a PersistentVolumeClaim in a cluster,
+    given to run_build_pod_unprivileged as one of its `volumes`)."""
+    import copy
+    pod = copy.deepcopy(pod)
+    (container,) = pod["spec"]["containers"]
+    env = [v for v in container["env"] if v["name"] not in ("STORAGE_DRIVER", "BUILD_STORAGE_DIR")]
+    current = next(v["value"] for v in container["env"] if v["name"] == "STORAGE_DRIVER")
+    env.append({"name": "STORAGE_DRIVER", "value": driver or current})
+    if kept:
+        env.append({"name": "BUILD_STORAGE_DIR", "value": KEPT_STORAGE})
+        container["volumeMounts"].append({"name": "build-storage", "mountPath": KEPT_STORAGE})
+        pod["spec"]["volumes"].append({"name": "build-storage",
+                                       "persistentVolumeClaim": {"claimName": "ocl-build-storage"}})
+    container["env"] = env
+    return pod
+
+
+#: The device nodes an OCI runtime creates in a container (runtime-spec config-linux.md, "Default
+#: Devices"): no /dev/fuse, which fuse-overlayfs would need.
+POD_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def pod_dev_commands(staging: Path) -> str:
+    """Shell commands (run as root in the harness's mount namespace) that replace /dev with a
+    container's: a tmpfs with POD_DEVICES bound from the host, /dev/pts, /dev/shm and the
+    standard links."""
+    steps = [f"mkdir -p '{staging}'", f"mount -t tmpfs -o mode=755 tmpfs '{staging}'"]
+    for dev in POD_DEVICES:
+        steps += [f"touch '{staging}/{dev}'", f"mount --bind /dev/{dev} '{staging}/{dev}'"]
+    steps += [f"mkdir '{staging}/pts' '{staging}/shm'", f"mount --bind /dev/pts '{staging}/pts'",
+              f"mount --bind /dev/shm '{staging}/shm'", f"ln -s pts/ptmx '{staging}/ptmx'",
+              f"ln -s /proc/self/fd '{staging}/fd'"]
+    steps += [f"ln -s /proc/self/fd/{n} '{staging}/{name}'" for n, name in enumerate(("stdin", "stdout", "stderr"))]
+    steps.append(f"mount --move '{staging}' /dev")
+    return " && ".join(steps)
 
 
 def image_file(host: Host, ref: str, path: str, dest: Path) -> bytes | None:

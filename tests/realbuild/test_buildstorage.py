@@ -1,0 +1,187 @@
+"""The build storage, run for real (issue 32): the storage driver build-pod.sh picks, a storage kept
+between builds, and a storage that runs out of space. The generated build Pod's script runs as uid
+1000 with the Pod's capabilities and a container's /dev (no /dev/fuse), against a docker-registry
+whose access log is on; the base is a small image of several generated layers (tests/support/osimage.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import kubelet
+import pytest
+
+from reconcile.contract import annotations as A
+from tests.support import buildstorage, osimage
+from tests.support import factory as F
+from tests.support import realbuild as R
+
+pytestmark = pytest.mark.realbuild
+#: native overlay in a user namespace: Linux 5.11 (torvalds/linux 459c7c565ac3, "ovl: unprivieged
+#: mounts"; rootless-containers/rootlesscontaine.rs content/how-it-works/overlayfs.md)
+NATIVE_OVERLAY_KERNEL = (5, 11)
+
+
+@pytest.fixture(scope="module")
+def env():
+    R.ensure_tools()
+    why = R.unprivileged_tools() or buildstorage.available("tmpfs")
+    if why:
+        pytest.fail(why) if os.environ.get(R.REQUIRE) == "require" else pytest.skip(why)
+    root = Path(tempfile.mkdtemp(prefix="ocl-storage-"))
+    root.chmod(0o755)
+    registry, host = osimage.registry_with_bases(root)
+    try:
+        base = osimage.push_chunked(registry, "ocl/base", "v1", osimage.SMALL_BASE, 3_000_000, layers=6)
+        yield registry, host, base, root
+    finally:
+        registry.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None):
+    """Render the pool's build Pod and run it; (exit code, termination message, logs, requests)."""
+    registry, host, image, root = env
+    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc))
+    assert code == 0, err
+    (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
+    mark = len(registry.requests())
+    code, message, logs = R.run_build_pod_unprivileged(R.with_storage(pod, driver, kept), after, host,
+                                                       root / name, volumes=volumes, pod_devices=True)
+    return code, message, logs, registry.requests()[mark:], after
+
+
+def chosen(storage: Path) -> str:
+    """The driver of the storage under this directory, from containers/storage's own layout
+    (`<driver>-images`)."""
+    found = sorted(p.name for p in storage.glob("**/containers/storage/*-images"))
+    assert len(found) == 1, found
+    return found[0].removesuffix("-images")
+
+
+@pytest.mark.parametrize("driver", ["vfs", "auto"])
+def test_the_build_works_with_each_driver_as_uid_1000(env, run_cli, driver):
+    """vfs as today, and auto, which takes overlay where the kernel allows it: natively, in
+    buildah's user namespace (no fuse-overlayfs: the Pod has no /dev/fuse)."""
+    registry, host, image, _ = env
+    code, message, logs, _, _ = build(run_cli, env, F.machineconfig(f"rendered-worker-{driver}"), f"drv-{driver}",
+                                      driver=driver)
+    assert code == 0, logs
+    kernel = tuple(int(p) for p in platform.release().split(".")[:2])
+    assert chosen(env[3] / f"drv-{driver}") == (driver if driver != "auto" else
+                            "overlay" if kernel >= NATIVE_OVERLAY_KERNEL else "vfs")
+    inspected = json.loads(host.run("skopeo", "inspect", "--tls-verify=false",
+                                    f"docker://{registry.host}/ocl/os-image:rendered-worker-{driver}").stdout)
+    assert inspected["Digest"] == message.strip()
+    assert inspected["Layers"][:len(image.layer_digests)] == list(image.layer_digests)
+
+
+@pytest.fixture
+def overlay_home(env):
+    """A directory on an overlayfs: native overlay cannot use it as its upper layer, so
+    containers/storage falls back to fuse-overlayfs (drivers/overlay/overlay.go, Init), which the
+    Pod cannot run without /dev/fuse."""
+    root = Path(tempfile.mkdtemp(prefix="ocl-ovl-", dir=env[3]))
+    for sub in ("lower", "upper", "work", "merged"):
+        (root / sub).mkdir()
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={root}/lower,upperdir={root}/upper,workdir={root}/work", str(root / "merged")],
+                   check=True)
+    yield root / "merged"
+    subprocess.run(["umount", str(root / "merged")], check=False)
+
+
+def test_auto_falls_back_to_vfs_where_native_overlay_cannot_mount(env, run_cli, overlay_home):
+    if shutil.which("fuse-overlayfs") is None:
+        pytest.skip("the case needs fuse-overlayfs on the PATH, as the MCO's image has it (apt-get install fuse-overlayfs)")
+    volumes = {"/home/build": overlay_home}
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-worker-ovl"), "ovl-overlay", driver="overlay",
+                                volumes=volumes)
+    assert code != 0 and "fuse" in logs.lower(), logs          # overlay there needs what the Pod lacks
+    for entry in overlay_home.iterdir():
+        subprocess.run(["rm", "-rf", str(entry)], check=True)
+    code, message, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-worker-ovl"), "ovl-auto",
+                                      volumes=volumes)
+    assert code == 0, logs
+    assert chosen(overlay_home) == "vfs" and message.strip().startswith("sha256:")
+
+
+def _layer_gets(requests, image):
+    """The GETs of the image's layer blobs that the registry answered with content."""
+    wanted = {f"/v2/ocl/base/blobs/{d}" for d in image.layer_digests}
+    return [r for r in requests if r["method"] == "GET" and r["uri"] in wanted and r["status"] == 200]
+
+
+def _images(storage: Path) -> list[list[str]]:
+    """The names of every image in a kept storage, read from containers/storage's own index."""
+    (index,) = storage.glob("containers/storage/*-images/images.json")
+    return sorted(sorted(i.get("names") or []) for i in json.loads(index.read_text()))
+
+
+def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it_uses(env, run_cli):
+    """The second build with the same storage pulls no layer of the base (buildah's default pull
+    policy, `--pull=true`, pulls only a newer image: containers/buildah pkg/cli/build.go); after
+    each build only the images the Dockerfile names stay; after a base upgrade the old base goes;
+    a build with another driver drops the first driver's storage."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix="kept-", dir=root))
+    volumes = {R.KEPT_STORAGE: storage}
+    mc = F.machineconfig("rendered-kept-1")
+    mc["spec"]["extensions"] = ["usbguard"]
+    code, _, logs, requests, _ = build(run_cli, env, mc, "kept-1", driver="overlay", kept=True, volumes=volumes)
+    assert code == 0, logs
+    assert len(_layer_gets(requests, image)) == len(image.layer_digests)
+    extensions = [f"{registry.host}/{osimage.EXTENSIONS}"]
+    assert _images(storage) == sorted([[image.ref], extensions])
+
+    changed = copy.deepcopy(mc)
+    changed["metadata"]["name"] = "rendered-kept-2"
+    changed["spec"]["config"]["storage"]["files"][0]["contents"]["source"] = "data:,one%20file%20changed"
+    code, message, logs, requests, _ = build(run_cli, env, changed, "kept-2", driver="overlay", kept=True,
+                                             volumes=volumes)
+    assert code == 0, logs
+    assert _layer_gets(requests, image) == []
+    assert _images(storage) == sorted([[image.ref], extensions])
+    assert message.strip().startswith("sha256:")
+
+    upgraded = osimage.push_chunked(registry, "ocl/base", "v2", osimage.SMALL_BASE, 3_000_000, layers=6, seed=2)
+    code, _, logs, requests, _ = build(run_cli, env, changed, "kept-3", base=upgraded.ref, driver="overlay",
+                                       kept=True, volumes=volumes)
+    assert code == 0, logs
+    new_layers = set(upgraded.layer_digests) - set(image.layer_digests)        # the small base's layer is kept
+    assert {r["uri"].rsplit("/", 1)[1] for r in _layer_gets(requests, upgraded)} == new_layers
+    assert _images(storage) == sorted([[upgraded.ref], extensions])
+
+    code, _, logs, _, _ = build(run_cli, env, changed, "kept-4", base=upgraded.ref, driver="vfs", kept=True,
+                                volumes=volumes)
+    assert code == 0, logs
+    assert chosen(storage) == "vfs"
+
+
+def test_a_build_that_runs_out_of_space_says_so(env, run_cli, capsys):
+    """A storage too small for the base: buildah fails with ENOSPC, the termination message (the
+    reason the kubelet reports and the reconciler shows) says the build storage is full."""
+    registry, host, image, root = env
+    fs = buildstorage.Filesystem(root / "tiny-fs", 2_000_000, "tmpfs")
+    try:
+        code, message, logs, _, after = build(run_cli, env, F.machineconfig("rendered-worker-full"), "full",
+                                              driver="vfs", volumes={"/home/build": fs.mount})
+    finally:
+        fs.close()
+    assert code != 0 and "no space left on device" in logs, logs
+    assert message.startswith("build storage full (vfs driver, ") and "no space left on device" in message
+    assert len(message.splitlines()) == 1
+    failed = copy.deepcopy(after)
+    for obj in failed:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Failed", log=message)    # FallbackToLogsOnError: the message, not the log
+    code, final, _ = run_cli.run(failed)
+    a = F.the_pool(final)["metadata"]["annotations"]
+    assert (code, a[A.STATE]) == (0, A.FAILED)
+    assert "build storage full" in a[A.MESSAGE]
