@@ -26,7 +26,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import patches
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import Action, PoolPlan, WarningNote
 
 NODE_IMAGES = ("machineconfiguration.openshift.io/currentImage",
                "machineconfiguration.openshift.io/desiredImage")
@@ -156,9 +156,9 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
         if target is None:
             continue
         target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
-        target.notes += [f"image {i} is not in the configured repository {repo}: dropped from the image "
-                         "history, not deleted (delete it yourself once no node uses it)"
-                         for i in item.forget]
+        target.notes += [WarningNote(f"image {i} is not in the configured repository {repo}: dropped from "
+                                     "the image history, not deleted (delete it yourself once no node uses "
+                                     "it)") for i in item.forget]
         if item.delete or item.forget:
             ops = history_ops(item.pool, item.delete + item.forget)
             target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
 import urllib.request
 from dataclasses import dataclass
