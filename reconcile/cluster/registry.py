@@ -163,7 +163,7 @@ def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
 
 def _served(body: bytes, image: str, kind: str, digest: str) -> dict[str, Any]:
     """The JSON object the registry served for `image` under `digest` (its manifest, or the config
-    blob that names). Content that does not hash to its digest is not trusted (a broken disk, a
+    blob the manifest names). Content that does not hash to its digest is not trusted (a broken disk, a
     poisoned mirror, a registry that lies): the nodes pull by digest and would get other content,
     so its labels say nothing of the image. containers/image checks the same on every pull
     (`internal/image/unparsed.go` Manifest, `internal/image/docker_schema2.go` ConfigBlob)."""

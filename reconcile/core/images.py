@@ -11,7 +11,7 @@ The history lives on the pool (`ocl-reconciler.io/images`): `<build id>=<image>`
   pool's newestImageEquivalentConfig or a node's current or desired image refers to. Only images of
   the configured repository (`finalImagePullspec`'s) are deleted: another entry (a repository the
   settings named before, or one someone wrote into the annotation) is dropped from the history and
-  left in its registry, with a note, since our push credentials are not for it. An image the
+  left in its registry, with a warning, since our push credentials are not for it. An image the
   registry does not let us delete stays in the history, and the pool says why
   (`ocl-reconciler.io/prune-error`) until a later prune goes through. A killed run prunes on the
   next one. Pure: it makes "prune" actions of the pool's plan; the planner lists the

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
@@ -238,8 +239,7 @@ def _config_deleted(regs, image, items):
 def test_a_registry_that_refuses_or_lost_the_image_is_a_reason_to_build(regs, live, break_it, why):
     """The genuine image (our repository, our label for that build id), but the registry cannot
     give it: the pool builds, saying why, and the run does not fail. (docker-registry's htpasswd
-    auth answers 401, never 403; a 403 takes the same path in the client: any status but 2xx, 404
-    and 405 is an error.)"""
+    auth answers 401, never 403: tests/standin/test_reuse.py has a registry that answers 403.)"""
     items = cluster(regs)
     build_id = wanted_build_id(live, items)
     image = push(regs.ours, REPO, f"lost-{break_it.__name__}", {BUILD_ID: build_id})

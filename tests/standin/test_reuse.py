@@ -220,6 +220,26 @@ def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(live_cli):
     assert "refused" in a[A.MESSAGE].lower()
 
 
+class ForbiddingRegistry(FakeRegistry):
+    """Knows the credentials but lets them read nothing: 403, as a registry whose access rules give
+    the push Secret no pull answers (the real docker-registry's htpasswd auth only answers 401)."""
+
+    def _authorised(self) -> bool:
+        self.send_response(403)
+        return False
+
+
+def test_a_registry_that_forbids_the_read_is_a_reason_to_build(live_cli):
+    with serve(ForbiddingRegistry, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host, lambda build_id: ForbiddingRegistry.push({BUILD_ID: build_id}))
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert (a[A.STATE], len(build_objects(after))) == (A.PENDING, 1)
+    assert a[A.MESSAGE] == (f"building again: could not ask the registry for {image_a}: {image_a}: the registry "
+                            "answered 403 Forbidden")
+
+
 def test_wrong_credentials_are_a_reason_to_build_not_a_secret_to_print():
     with serve(FakeRegistry) as host:
         image = f"{host}/ocl/os-image@{DIGESTS[0]}"
