@@ -76,7 +76,7 @@ def render(registry: R.Registry, base: str, mc: dict, repo: str, work: Path) -> 
 def blobs(registry: R.Registry) -> dict[str, int]:
     """Every blob the registry stores: digest -> bytes."""
     found = {}
-    for data in (registry.data / "docker/registry/v2/blobs").glob("sha256/*/*/data"):
+    for data in (registry.storage / "docker/registry/v2/blobs").glob("sha256/*/*/data"):
         found["sha256:" + data.parent.name] = data.stat().st_size
     return found
 

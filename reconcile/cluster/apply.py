@@ -34,7 +34,7 @@ from reconcile.cluster import (
 )
 from reconcile.contract import admission, naming, objects
 from reconcile.core import actions_table, decision, images, mcolabel
-from reconcile.core.actions import Action, PoolPlan, carried_out
+from reconcile.core.actions import Action, PoolPlan, WarningNote, carried_out
 from reconcile.diff import view
 
 log = logging.getLogger("reconcile")
@@ -282,7 +282,8 @@ def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: d
     done = outcome.plan
     if not outcome.error:
         for note in done.notes[notes_from or 0:]:   # what the plan chose not to do, or what its writes mean
-            log.info("pool %s: %s", done.pool, note, extra={"pool": done.pool})
+            (log.warning if isinstance(note, WarningNote) else log.info)(
+                "pool %s: %s", done.pool, note, extra={"pool": done.pool})
     if notes_from is None and done.state_before != done.state_after and done.state_after \
             and not outcome.error:
         said = done.message and done.message not in done.notes      # a note said it already

@@ -8,6 +8,7 @@ may answer in plain HTTP, as container tools treat 127.0.0.0/8 and localhost as 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import ssl
@@ -160,15 +161,23 @@ def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return status != 404
 
 
-def _json(body: bytes, what: str) -> dict[str, Any]:
+def _served(body: bytes, image: str, kind: str, digest: str) -> dict[str, Any]:
+    """The JSON object the registry served for `image` under `digest` (its manifest, or the config
+    blob the manifest names). Content that does not hash to its digest is not trusted (a broken disk, a
+    poisoned mirror, a registry that lies): the nodes pull by digest and would get other content,
+    so its labels say nothing of the image. containers/image checks the same on every pull
+    (`internal/image/unparsed.go` Manifest, `internal/image/docker_schema2.go` ConfigBlob)."""
     if len(body) > MAX_BODY:
-        raise RegistryError(f"{what}: larger than {MAX_BODY} bytes")
+        raise RegistryError(f"{image}: its {kind} is larger than {MAX_BODY} bytes")
+    algorithm, _, encoded = digest.partition(":")
+    if algorithm != "sha256" or hashlib.sha256(body).hexdigest() != encoded:
+        raise RegistryError(f"{image}: the registry served a {kind} whose digest is not {digest}")
     try:
         doc = json.loads(body)
     except ValueError:
-        raise RegistryError(f"{what}: not JSON") from None
+        raise RegistryError(f"{image}: its {kind} is not JSON") from None
     if not isinstance(doc, dict):
-        raise RegistryError(f"{what}: not a JSON object")
+        raise RegistryError(f"{image}: its {kind} is not a JSON object")
     return doc
 
 
@@ -177,7 +186,8 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     """The labels of a digested image's config (`config.Labels`): a GET of its manifest, then of
     the config blob it names. None when the registry does not have the manifest (404); {} for an
     image without labels, or a manifest list (our builds push one image, never a list); raises
-    RegistryError when it cannot say."""
+    RegistryError when it cannot say, or when the manifest or config served does not hash to its
+    digest."""
     host, path, digest = _split(image)
     status, _, body = _call("GET", host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx,
                             f"{host}/{path}")
@@ -185,7 +195,7 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
         return None
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest")
-    config = _json(body, f"{image}: the manifest").get("config")
+    config = _served(body, image, "manifest", digest).get("config")
     blob = config.get("digest") if isinstance(config, dict) else None
     if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
         return {}                                   # a manifest list, or no image config
@@ -193,7 +203,7 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
                             f"{host}/{path}")
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
-    inner = _json(body, f"{image}: the image config {blob}").get("config")
+    inner = _served(body, image, "config blob", blob).get("config")
     found = (inner.get("Labels") if isinstance(inner, dict) else None) or {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 

@@ -26,6 +26,12 @@ class Action:
         return objects.ref(self.obj)
 
 
+class WarningNote(str):
+    """A note logged as a warning, not as information: what a pool annotation that someone else may
+    have written asked for, and the run refused (an image of another repository in the history).
+    `diff` and `explain` show it as any note."""
+
+
 @dataclass
 class PoolPlan:
     pool: str
@@ -33,7 +39,8 @@ class PoolPlan:
     state_after: str | None = None
     message: str = ""
     actions: list[Action] = field(default_factory=list)
-    #: What the plan decided not to do, for people (images kept because something uses them).
+    #: What the plan decided not to do, for people (images kept because something uses them); a
+    #: WarningNote is logged as a warning.
     notes: list[str] = field(default_factory=list)
     #: The lifecycle transition (docs/contract.md, "Lifecycle"), e.g. "START", "REUSE".
     transition: str = ""

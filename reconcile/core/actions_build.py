@@ -12,6 +12,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import carryforward, desired, events, images, rollout
+from reconcile.core.actions import WarningNote
 from reconcile.core.actions_step import (
     Step,
     apply_rollout,
@@ -139,7 +140,8 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     why_not = not_reused(d.lookup)
     foreign = images.produced(d.pool, d.inputs.build_id)
     if foreign and not images.ours(foreign, d.settings.repo):
-        s.plan.notes.append(f"not reused: {foreign} is not in the configured repository {d.settings.repo}")
+        s.plan.notes.append(WarningNote(f"not reused: {foreign} is not in the configured repository "
+                                        f"{d.settings.repo}"))
     if retry:
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
         s.plan.notes += [why_not] if why_not else []     # the message keeps attempts only

@@ -11,7 +11,7 @@ The history lives on the pool (`ocl-reconciler.io/images`): `<build id>=<image>`
   pool's newestImageEquivalentConfig or a node's current or desired image refers to. Only images of
   the configured repository (`finalImagePullspec`'s) are deleted: another entry (a repository the
   settings named before, or one someone wrote into the annotation) is dropped from the history and
-  left in its registry, with a note, since our push credentials are not for it. An image the
+  left in its registry, with a warning, since our push credentials are not for it. An image the
   registry does not let us delete stays in the history, and the pool says why
   (`ocl-reconciler.io/prune-error`) until a later prune goes through. A killed run prunes on the
   next one. Pure: it makes "prune" actions of the pool's plan; the planner lists the
@@ -26,7 +26,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import patches
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import Action, PoolPlan, WarningNote
 
 NODE_IMAGES = ("machineconfiguration.openshift.io/currentImage",
                "machineconfiguration.openshift.io/desiredImage")
@@ -156,9 +156,9 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
         if target is None:
             continue
         target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
-        target.notes += [f"image {i} is not in the configured repository {repo}: dropped from the image "
-                         "history, not deleted (delete it yourself once no node uses it)"
-                         for i in item.forget]
+        target.notes += [WarningNote(f"image {i} is not in the configured repository {repo}: dropped from "
+                                     "the image history, not deleted (delete it yourself once no node uses "
+                                     "it)") for i in item.forget]
         if item.delete or item.forget:
             ops = history_ops(item.pool, item.delete + item.forget)
             target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),

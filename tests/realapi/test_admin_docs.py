@@ -328,19 +328,8 @@ class Cluster:
 
 def push(reg: realbuild.Registry, repo: str, tag: str) -> str:
     """realbuild.push_image with the registry's basic auth."""
-    import urllib.request
-    auth = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    original = urllib.request.urlopen
-
-    def with_auth(req, *a, **kw):
-        if isinstance(req, urllib.request.Request):
-            req.add_header("Authorization", auth)
-        return original(req, *a, **kw)
-    urllib.request.urlopen = with_auth
-    try:
+    with realbuild.basic_auth(USER, PASSWORD):
         return realbuild.push_image(reg, repo, tag)
-    finally:
-        urllib.request.urlopen = original
 
 
 def changed(before: dict, after: dict) -> set[tuple[str, str, str]]:

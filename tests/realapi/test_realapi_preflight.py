@@ -11,10 +11,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import shutil
-import subprocess
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +45,7 @@ MOSC_CRD = F.SHARED / "schemas/machineosconfigs.crd.yaml"
 
 def _htpasswd(path: Path) -> Path:
     """An htpasswd file with a bcrypt entry, the only kind docker-registry accepts."""
-    try:                            # the standard library's crypt goes in Python 3.13
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import crypt
-        entry = crypt.crypt(PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH))
-    except (ImportError, AttributeError):
-        htpasswd = shutil.which("htpasswd")           # Debian apache2-utils
-        if htpasswd is None:
-            pytest.skip("a bcrypt htpasswd entry needs Python's crypt module (before 3.13) or htpasswd")
-        entry = subprocess.run([htpasswd, "-nbB", USER, PASSWORD], check=True, capture_output=True,
-                               text=True).stdout.strip().split(":", 1)[1]
-    path.write_text(f"{USER}:{entry}\n")
-    return path
+    return R.htpasswd(path, USER, PASSWORD)
 
 
 PUBLISHED = "quay.io/ocl-reconciler/ocl-reconciler@sha256:" + "c" * 64

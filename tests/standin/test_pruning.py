@@ -195,7 +195,7 @@ def test_an_entry_outside_the_configured_repository_is_forgotten_not_deleted(fak
     code, after, err = any_cli.run(items)
     assert code == 0, err
     assert F.the_pool(after)["metadata"]["annotations"][A.IMAGES].split() == refs
-    assert f"image {old[2]} is not in the configured repository {fake_registry}/ocl/os-image" in err
+    assert f"WARNING pool worker: image {old[2]} is not in the configured repository {fake_registry}/ocl/os-image" in err
     assert "0 images deleted" in err.splitlines()[-1]
     assert not [d for d in getattr(FakeRegistry, "deleted", []) if "/old/" in d]
 

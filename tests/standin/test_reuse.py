@@ -45,15 +45,16 @@ def switch(items, rendered):
     return items
 
 
-def build_to_success(cli, items, digests=None):
+def build_to_success(cli, items, pushed=None):
     """Run (a build starts), let the build succeed with a digest, run again. Returns the items
-    and the build id that was built."""
+    and the build id that was built. `pushed`: what the build pushed, a digest for its build id
+    (else the kubelet's made-up one)."""
     code, items, err = cli.run(items)
     assert code == 0, err
     (obj,) = build_objects(items)
     done = copy.deepcopy(items)
     for o in build_objects(done):
-        kubelet.set_phase(o, "Succeeded", digest=(digests or {}).get(o["metadata"]["name"]))
+        kubelet.set_phase(o, "Succeeded", digest=pushed(o["metadata"]["labels"][BUILD_ID]) if pushed else None)
     code, items, err = cli.run(done)
     assert code == 0, err
     assert F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
@@ -110,10 +111,11 @@ def live_cli(tmp_path, capsys, monkeypatch):
     return ApiCli(tmp_path, capsys)
 
 
-def a_then_b(cli, host):
+def a_then_b(cli, host, pushed=None):
     """Rendered config A built, then B built, images pushed to `host`: ready to roll back to A.
-    Returns (items, A's build id, A's image)."""
-    items, id_a = build_to_success(cli, F.cluster(settings=settings(host)))
+    `pushed`: what A's build pushed to the fake registry, a digest for its build id (else the
+    registry does not have A's image). Returns (items, A's build id, A's image)."""
+    items, id_a = build_to_success(cli, F.cluster(settings=settings(host)), pushed)
     image_a = F.the_pool(items)["metadata"]["annotations"][A.IMAGE]
     items, _ = build_to_success(cli, switch(items, "rendered-worker-2"))
     return items, id_a, image_a
@@ -122,10 +124,9 @@ def a_then_b(cli, host):
 @pytest.mark.parametrize("handler", [FakeRegistry, BearerRegistry])
 def test_a_live_rollback_asks_the_registry_and_reuses_what_it_has(live_cli, handler):
     with serve(handler, manifests=set()) as host:
-        items, id_a, image_a = a_then_b(live_cli, host)
+        # A's image is in the registry, labelled by A's build
+        items, id_a, image_a = a_then_b(live_cli, host, lambda build_id: handler.push({BUILD_ID: build_id}))
         assert handler.gets == handler.heads == []         # a build id never built is never looked up
-        handler.manifests.add(image_a.split("@")[1])                # A's image is in the registry,
-        handler.labels[image_a.split("@")[1]] = {BUILD_ID: id_a}    # labelled by A's build
         code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
         assert code == 0, err
         a = F.the_pool(after)["metadata"]["annotations"]
@@ -161,13 +162,8 @@ def test_an_image_our_build_of_that_id_did_not_label_is_not_reused(live_cli, lab
     id to an image of our repository, but that image's config does not carry our label for that
     build id: the pool builds again, and says why once."""
     with serve(FakeRegistry, manifests=set()) as host:
-        items, id_a, image_a = a_then_b(live_cli, host)
-        digest = image_a.split("@")[1]
-        FakeRegistry.manifests.add(digest)
-        if labels == "list":
-            FakeRegistry.lists.add(digest)
-        elif labels is not None:
-            FakeRegistry.labels[digest] = labels
+        items, id_a, image_a = a_then_b(live_cli, host, lambda _: FakeRegistry.push(
+            None if labels == "list" else labels, as_list=labels == "list"))
         code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
     assert code == 0, err
     a = F.the_pool(after)["metadata"]["annotations"]
@@ -181,13 +177,27 @@ def test_an_image_our_build_of_that_id_did_not_label_is_not_reused(live_cli, lab
 
 def test_labels_reads_the_manifest_and_its_config():
     with serve(FakeRegistry) as host:
-        FakeRegistry.labels[DIGESTS[0]] = {BUILD_ID: "abc", "x": "y"}
-        assert registry.labels(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host)) == {BUILD_ID: "abc", "x": "y"}
-        assert registry.labels(f"{host}/ocl/os-image@{DIGESTS[1]}", auths(host)) == {}
+        labelled, bare = FakeRegistry.push({BUILD_ID: "abc", "x": "y"}), FakeRegistry.push()
+        assert registry.labels(f"{host}/ocl/os-image@{labelled}", auths(host)) == {BUILD_ID: "abc", "x": "y"}
+        assert registry.labels(f"{host}/ocl/os-image@{bare}", auths(host)) == {}
         assert registry.labels(f"{host}/ocl/os-image@sha256:{'9' * 64}", auths(host)) is None
         with pytest.raises(registry.RegistryError) as err:
-            registry.labels(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host, "pusher:wrong"))
+            registry.labels(f"{host}/ocl/os-image@{labelled}", auths(host, "pusher:wrong"))
     assert "401" in str(err.value) and "wrong" not in str(err.value)
+
+
+def test_labels_trusts_no_content_that_does_not_hash_to_its_digest():
+    """A registry that serves, under a digest, a manifest that does not hash to it (the fake does
+    so for a digest it was not given content for) or a config blob that does not hash to the digest
+    the manifest names: not an answer (containers/image refuses both on a pull)."""
+    with serve(FakeRegistry) as host:
+        with pytest.raises(registry.RegistryError, match=f"served a manifest whose digest is not {DIGESTS[0]}"):
+            registry.labels(f"{host}/ocl/os-image@{DIGESTS[0]}", auths(host))
+        digest = FakeRegistry.push({BUILD_ID: "abc"})
+        config = json.loads(FakeRegistry.stored[digest][0])["config"]["digest"]
+        FakeRegistry.stored[config] = (FakeRegistry.config({BUILD_ID: "forged"}), "application/octet-stream")
+        with pytest.raises(registry.RegistryError, match=f"served a config blob whose digest is not {config}"):
+            registry.labels(f"{host}/ocl/os-image@{digest}", auths(host))
 
 
 def test_labelled_reuses_only_our_label_for_that_build_id():
@@ -208,6 +218,26 @@ def test_a_registry_that_cannot_be_asked_never_blocks_the_pool(live_cli):
     assert a[A.STATE] == A.PENDING and len(build_objects(after)) == 1
     assert a[A.MESSAGE].startswith(f"building again: could not ask the registry for {image_a}: ")
     assert "refused" in a[A.MESSAGE].lower()
+
+
+class ForbiddingRegistry(FakeRegistry):
+    """Knows the credentials but lets them read nothing: 403, as a registry whose access rules give
+    the push Secret no pull answers (the real docker-registry's htpasswd auth only answers 401)."""
+
+    def _authorised(self) -> bool:
+        self.send_response(403)
+        return False
+
+
+def test_a_registry_that_forbids_the_read_is_a_reason_to_build(live_cli):
+    with serve(ForbiddingRegistry, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host, lambda build_id: ForbiddingRegistry.push({BUILD_ID: build_id}))
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    assert (a[A.STATE], len(build_objects(after))) == (A.PENDING, 1)
+    assert a[A.MESSAGE] == (f"building again: could not ask the registry for {image_a}: {image_a}: the registry "
+                            "answered 403 Forbidden")
 
 
 def test_wrong_credentials_are_a_reason_to_build_not_a_secret_to_print():

@@ -1,8 +1,11 @@
 """A fake registry speaking the parts of the Docker Registry HTTP API v2 that pruning and reuse use:
 `DELETE`, `HEAD` and `GET /v2/<name>/manifests/<digest>`, `GET /v2/<name>/blobs/<config digest>`
-(an image config, with the labels `labels` gives that manifest, or none) and `GET /v2/`, behind basic auth (FakeRegistry) or the
-bearer-token dance (BearerRegistry). The real `docker-registry` is used by the realbuild and
-realapi suites; this one adds what it cannot be made to do (405, a token service)."""
+and `GET /v2/`, behind basic auth (FakeRegistry) or the bearer-token dance (BearerRegistry). An
+image `push`ed to it is served content-addressed, as the real one serves it (its manifest hashes to
+its digest, its config to the digest the manifest names); a digest only listed in `manifests` (for
+HEAD and DELETE) is served a made-up manifest that does not hash to it, as a registry that lies
+would. The real `docker-registry` is used by the realbuild and realapi suites; this one adds what
+it cannot be made to do (405, a token service)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIGESTS = ["sha256:" + c * 64 for c in "1234"]
 USER = "pusher:s3cret"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 def auths(host: str, user: str = USER) -> dict:
@@ -31,10 +36,8 @@ class FakeRegistry(BaseHTTPRequestHandler):
     deleted: list = []
     heads: list = []
     gets: list = []
-    #: manifest digest -> its image config's labels (a manifest not here has a config without labels)
-    labels: dict = {}
-    #: a manifest here is served as a manifest list (no config)
-    lists: set = set()
+    #: digest -> (body, media type) of what `push` stored: manifests and config blobs
+    stored: dict = {}
 
     def log_message(self, *a):
         pass
@@ -68,6 +71,27 @@ class FakeRegistry(BaseHTTPRequestHandler):
         return json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
                            "config": {"Labels": labels} if labels else {}}).encode()
 
+    @staticmethod
+    def manifest(config: bytes) -> bytes:
+        return json.dumps({"schemaVersion": 2, "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": "sha256:" + hashlib.sha256(config).hexdigest(), "size": len(config)},
+            "layers": []}).encode()
+
+    @classmethod
+    def push(cls, labels: dict | None = None, as_list: bool = False) -> str:
+        """Store an image whose config has these labels (or, `as_list`, a manifest list); its digest."""
+        if as_list:
+            body, media = json.dumps({"schemaVersion": 2, "manifests": []}).encode(), INDEX
+        else:
+            config = cls.config(labels)
+            cls.stored["sha256:" + hashlib.sha256(config).hexdigest()] = (config, "application/octet-stream")
+            body, media = cls.manifest(config), MANIFEST
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        cls.stored[digest] = (body, media)
+        cls.manifests.add(digest)
+        return digest
+
     def _body(self, body: bytes, media: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", media)
@@ -84,21 +108,10 @@ class FakeRegistry(BaseHTTPRequestHandler):
             cls.gets.append(self.path)
         if self.path == "/v2/":
             self.send_response(200)
-        elif "/manifests/" in self.path and last in cls.manifests and last in cls.lists:
-            return self._body(json.dumps({"schemaVersion": 2, "manifests": []}).encode(),
-                              "application/vnd.oci.image.index.v1+json")
         elif "/manifests/" in self.path and last in cls.manifests:
-            blob = self.config(cls.labels.get(last))
-            digest = "sha256:" + hashlib.sha256(blob).hexdigest()
-            return self._body(json.dumps({"schemaVersion": 2, "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest, "size": len(blob)},
-                "layers": []}).encode(), "application/vnd.oci.image.manifest.v1+json")
-        elif "/blobs/" in self.path:
-            blobs = {"sha256:" + hashlib.sha256(b).hexdigest(): b
-                     for b in map(self.config, [None, *cls.labels.values()])}
-            if last in blobs:
-                return self._body(blobs[last], "application/octet-stream")
-            self.send_response(404)
+            return self._body(*cls.stored.get(last, (self.manifest(self.config(None)), MANIFEST)))
+        elif "/blobs/" in self.path and last in cls.stored:
+            return self._body(*cls.stored[last])
         else:
             self.send_response(404)
         self._end()
@@ -139,7 +152,7 @@ def serve(handler: type[FakeRegistry], manifests: set | None = None) -> Iterator
     """Start `handler` on 127.0.0.1 (fresh records); yields its host:port; stops it after."""
     handler.manifests = set(DIGESTS if manifests is None else manifests)
     handler.deleted, handler.heads, handler.gets, handler.deletion = [], [], [], True
-    handler.labels, handler.lists = {}, set()
+    handler.stored = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -5,6 +5,7 @@ root, its env taken from the pod spec with paths pointed at that root)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,21 +82,23 @@ class Registry:
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.tls = tls
+        self.storage = root / f"registry-data-{self.port}"
         http: dict[str, Any] = {"addr": self.host}
         if tls is not None:
             http["tls"] = {"certificate": str(tls.cert), "key": str(tls.key)}
         config = root / f"registry-{self.port}.yml"
         config.write_text(json.dumps({
             "version": 0.1, "log": {"level": "info" if access_log else "error", "formatter": "json"},
-            "storage": {"filesystem": {"rootdirectory": str(root / f"registry-data-{self.port}")},
+            "storage": {"filesystem": {"rootdirectory": str(self.storage)},
                         "delete": {"enabled": True}},
             "http": http, **({"auth": {"htpasswd": {"realm": "ocl", "path": str(htpasswd)}}} if htpasswd else {})}))
-        self.data = root / f"registry-data-{self.port}"
+        #: one line a request (method, path, status), as docker-registry logs them on stdout
+        self.http_log = root / f"registry-{self.port}.access.log"
         #: with `access_log`, the registry's own log: one "response completed" line per request
         self.log = root / f"registry-{self.port}.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
-                                         stderr=log if access_log else subprocess.DEVNULL)
+        with open(self.http_log, "wb") as out, open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out,
+                                         stderr=err if access_log else subprocess.DEVNULL)
         self.url = f"{'https' if tls else 'http'}://{self.host}"
         self.context = ssl.create_default_context(cafile=str(tls.ca)) if tls else None
         deadline = time.monotonic() + 20
@@ -538,3 +542,62 @@ def image_file(host: Host, ref: str, path: str, dest: Path) -> bytes | None:
                 if member.name.lstrip("./") == path.lstrip("/") and member.isfile():
                     found = tar.extractfile(member).read()
     return found
+
+
+# --- a registry with credentials, its access log and its storage (tests/realbuild/test_realbuild_trust.py) ---
+
+def htpasswd(path: Path, user: str, password: str) -> Path:
+    """An htpasswd file with a bcrypt entry for `user`, the only kind docker-registry accepts, at
+    bcrypt's lowest cost (2^4 rounds): the registry checks it on every request."""
+    import warnings
+    try:                            # the standard library's crypt goes in Python 3.13
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+        entry = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+    except (ImportError, AttributeError):
+        tool = shutil.which("htpasswd")           # Debian apache2-utils
+        if tool is None:
+            pytest.skip("a bcrypt htpasswd entry needs Python's crypt module (before 3.13) or htpasswd")
+        entry = subprocess.run([tool, "-nbB", "-C", "4", user, password], check=True, capture_output=True,
+                               text=True).stdout.strip().split(":", 1)[1]
+    path.write_text(f"{user}:{entry}\n")
+    return path
+
+
+@contextlib.contextmanager
+def basic_auth(user: str, password: str) -> Iterator[None]:
+    """push_image, delete_manifest and delete_blob with the registry's basic auth (they call
+    urllib.request.urlopen, which this wraps meanwhile)."""
+    header = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    original = urllib.request.urlopen
+
+    def with_auth(req: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(req, urllib.request.Request):
+            req.add_header("Authorization", header)
+        return original(req, *args, **kwargs)
+    urllib.request.urlopen = with_auth
+    try:
+        yield
+    finally:
+        urllib.request.urlopen = original
+
+
+def delete_blob(registry: Registry, repo: str, digest: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(
+        f"{registry.url}/v2/{repo}/blobs/{digest}", method="DELETE"), context=registry.context).close()
+
+
+def requests_seen(registry: Registry) -> list[tuple[str, str, int]]:
+    """(method, path, status) of every request the registry answered so far, from its access log
+    (the combined log format docker-registry writes on stdout)."""
+    import re
+    found = re.findall(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3}) ', registry.http_log.read_text())
+    return [(method, path, int(status)) for method, path, status in found]
+
+
+def blob_file(registry: Registry, digest: str) -> Path:
+    """Where the registry's filesystem storage keeps a blob (a manifest is one too): what a disk,
+    a mirror or a registry that lies would serve under that digest can be written here."""
+    algorithm, hexdigest = digest.split(":", 1)
+    return registry.storage / "docker/registry/v2/blobs" / algorithm / hexdigest[:2] / hexdigest / "data"
