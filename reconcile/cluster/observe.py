@@ -44,6 +44,9 @@ class Observed:
     pools: list[dict[str, Any]]
     owned: list[dict[str, Any]]
     configmaps: list[dict[str, Any]] = field(default_factory=list)
+    #: with `rollout: machineconfig`, every MachineConfig named like ours, metadata only, whatever
+    #: its labels (`named_machineconfigs`): only the stray check reads it, nothing acts on it
+    named: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_settings(namespace: str, configmaps: list[dict[str, Any]],
@@ -171,6 +174,13 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
     return found + (cluster.list("MachineConfig", None, selector) if rollout else [])
 
 
+def named_machineconfigs(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every MachineConfig named `ocl-osimageurl-*`, with or without our label: a metadata-only LIST
+    of every MachineConfig (names cannot be selected by prefix), kept only for those names. The
+    rendered ones are MiBs each; their metadata is about a KiB (docs/design.md)."""
+    return rollout.named(cluster.list("MachineConfig", None, metadata_only=True))
+
+
 def _rollout(found: Settings | Problem) -> bool:
     return isinstance(found, Settings) and found.machineconfig_rollout
 
@@ -186,8 +196,10 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
         found = read_settings(namespace, configmaps, _published(cluster, namespace, configmaps))
     except _Unreadable as err:
         found = Problem(str(err))
+    rolled = _rollout(found)
     return Observed(namespace, found, cluster.list("MachineConfigPool", None),
-                    list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
+                    list_owned(cluster, namespace, rollout=rolled), configmaps,
+                    named_machineconfigs(cluster) if rolled else [])
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
