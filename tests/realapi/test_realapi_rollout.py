@@ -271,3 +271,35 @@ def test_strays_an_administrator_made_are_said_by_run_diff_status_and_preflight(
     code, err = real.run()
     assert code == 0 and said(err, "WARNING ") == STRAYS[2:], err
 
+
+def test_a_delete_whose_uid_is_stale_is_refused_and_the_recreated_machineconfig_kept(component, real, monkeypatch):
+    """Opt-out deletes our MachineConfig with the uid it read as the precondition. Someone deletes
+    it and makes their own (no label of ours) in between: the real server refuses our DELETE (409),
+    the run re-reads, finds nothing of ours and keeps theirs; the next run names it a stray."""
+    worker = mco_pool("worker", ("worker",), opted_in=False)
+    worker["metadata"]["annotations"][A.STATE] = A.SUCCEEDED
+    seed(real, F.BUILDER, F.REPO, "registry.example.com:5000", worker)
+    image = f"{F.REPO}@sha256:" + "1" * 64
+    real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
+                     "metadata": {"name": rollout.name("worker"), "labels": rollout.labels("worker")},
+                     "spec": {"osImageURL": image}})
+
+    def theirs(obj):
+        obj["metadata"]["labels"] = {rollout.ROLE_LABEL: "worker"}
+        return obj
+    raced = real.recreate_before_our_first_delete("MachineConfig", monkeypatch, theirs)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0 and raced and "re-reading and re-planning" in err, err
+    codes = [e["responseStatus"]["code"] for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "delete" and e["objectRef"]["resource"] == "machineconfigs"]
+    assert codes == [409], codes
+    kept = ours(real)
+    assert kept["metadata"]["labels"] == {rollout.ROLE_LABEL: "worker"} and kept["spec"]["osImageURL"] == image
+    assert A.STATE not in real.ann()                        # opted out all the same
+    monkeypatch.undo()
+    code, err = real.run()
+    assert code == 0 and said(err, "WARNING ") == [
+        "stray MachineConfig ocl-osimageurl-worker: it lacks our label app.kubernetes.io/managed-by=ocl-reconciler; "
+        "the reconciler did not write it"], err
+    assert ours(real)["metadata"]["uid"] == kept["metadata"]["uid"]

@@ -210,3 +210,29 @@ def test_a_run_deletes_only_what_is_ours_by_both_label_and_name(any_cli):
                     "99-gone-ours-by-label-only"}
     assert A.STATE not in F.the_pool(after, "infra")["metadata"]["annotations"]     # infra was opted out
 
+
+def test_a_machineconfig_recreated_without_our_label_under_our_delete_is_kept(tmp_path, monkeypatch):
+    """Opt-out deletes ocl-osimageurl-infra with its uid as the precondition; someone replaced it
+    with their own (no label of ours) first: the server refuses the DELETE (409), the re-plan reads
+    the pool's objects again, finds none of ours, and the run keeps theirs (it must not delete again
+    from what the first read held)."""
+    from reconcile import cli
+    from tests.support.apiserver import APIServer, Fault
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    items = [o for o in stray_world() if o["kind"] != "MachineConfig" or not o["metadata"]["name"].startswith(
+        (rollout.PREFIX, "99-"))] + [mc("ocl-osimageurl-infra", uid="u-ours")]
+    with APIServer(items, clock=lambda: F.NOW) as server:
+        def race(verb, resource, ns, name):
+            if verb == "delete" and resource == "machineconfigs" and not race.done:
+                race.done = True
+                live = server.store.store[("MachineConfig", "", name)]
+                live["metadata"].update(uid="theirs", labels={rollout.ROLE_LABEL: "infra"})
+            return False
+        race.done = False
+        server.faults.append(Fault("status", match=race, times=0))
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20"])
+        assert code == 0
+        deletes = [r.status for r in server.log if r.verb == "delete" and r.resource == "machineconfigs"]
+        assert deletes == [409]
+        kept = server.store.get("MachineConfig", "", "ocl-osimageurl-infra")
+        assert kept["metadata"]["uid"] == "theirs"

@@ -827,9 +827,11 @@ class Real:
         obj["spec"]["configuration"]["name"] = rendered
         self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)
 
-    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch) -> list[int]:
+    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch,
+                                         change: Any = None) -> list[int]:
         """Right before our first DELETE of `kind`, someone deletes and recreates that object (same
-        content, a new uid), so our uid precondition fails. Returns a list that fills when it did."""
+        content, or what `change` makes of it; a new uid), so our uid precondition fails. Returns a
+        list that fills when it did."""
         from reconcile.cluster import live
         original, raced = live.LiveCluster.delete, []
 
@@ -838,7 +840,7 @@ class Real:
                 raced.append(1)
                 again = self.api.get(k, namespace, name)
                 self.api.request("DELETE", self.api.path(k, namespace, name))
-                self.api.create(again)
+                self.api.create(change(again) if change else again)
             return original(cluster, k, namespace, name, uid)
         patcher.setattr(live.LiveCluster, "delete", delete)
         return raced
