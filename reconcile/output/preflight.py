@@ -589,8 +589,10 @@ def _strays(f: Facts) -> list[Line]:
     """MachineConfigs named like ours that we did not write (core/rollout.py `strays`): from what a
     run reads too (the labelled LIST of ours, the metadata-only LIST of every MachineConfig, the
     pools' rendered sources)."""
-    repo = f.settings.repo if isinstance(f.settings, Settings) else None
-    found = rollout.strays(f.pools, f.owned, repo, f.named)
+    if not isinstance(f.settings, Settings) or not f.settings.machineconfig_rollout:
+        return [(OK, "not checked: with rollout: annotation the reconciler lists no MachineConfigs "
+                     "(kustomize/base grants no list) and writes none")]
+    found = rollout.strays(f.pools, f.owned, f.settings.repo, f.named)
     if not found:
         return [(OK, f"no stray MachineConfig named {rollout.PREFIX}*")]
     return [(FAIL, s.line(), f"find who wrote it (docs/rollout-permissions.md, \"Stray MachineConfigs\"), "

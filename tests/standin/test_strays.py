@@ -101,6 +101,16 @@ def test_preflight_fails_on_a_stray():
     (line,) = [r for r in P.checks(bad) if r.check == "stray-machineconfigs"]
     assert line.result == P.FAIL and "ocl-osimageurl-ghost" in line.message and "did not write it" in line.message
     assert P.exit_code(P.checks(bad)) == 2
+    unlisted = good(named=[metadata(mc("ocl-osimageurl-theirs", labelled=False))])
+    (line,) = [r for r in P.checks(unlisted) if r.check == "stray-machineconfigs"]
+    assert line.result == P.FAIL and line.message.startswith("stray MachineConfig ocl-osimageurl-theirs: it lacks")
+
+
+def test_preflight_says_it_did_not_look_with_rollout_annotation():
+    from tests.unit.test_preflight import read_settings
+    facts = good(settings=read_settings(), owned=[mc("ocl-osimageurl-ghost")])
+    (line,) = [r for r in P.checks(facts) if r.check == "stray-machineconfigs"]
+    assert line.result == P.OK and line.message.startswith("not checked: with rollout: annotation")
 
 
 def test_a_run_reports_strays_once_and_deletes_only_ours(run_cli, tmp_path):
