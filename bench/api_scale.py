@@ -56,7 +56,8 @@ from tests.support.apiserver import APIServer  # noqa: E402
 def cluster(n: int, mc: dict, rollout: bool = False) -> list[dict]:
     settings = [F.build_config(**({"rollout": "machineconfig", "rolloutGate": "none"} if rollout else {})),
                 F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")]
-    items = F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)), settings=settings)
+    items = F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)),
+                      settings=settings)
     out = []
     for obj in items:
         if obj["kind"] == "MachineConfig":

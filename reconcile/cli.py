@@ -51,7 +51,9 @@ COMMAND_HELP = {
             "were carried out ends the run there, after its summary and metrics)"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
-             "names a program to compare the live and desired trees instead; its exit status is ours.",
+             "names a program to compare the live and desired trees instead; its exit status is ours. "
+             "A stray MachineConfig (named ocl-osimageurl-*, not written by us) is a warning on stderr, "
+             "not a change.",
              "exit codes: 0 no differences; 1 differences; 2 or more an error (3: the cluster or snapshot "
              "cannot be read)"),
     "render": ("Print exactly the build objects the current plan keeps or creates, in their desired form, "
@@ -60,7 +62,8 @@ COMMAND_HELP = {
                "of ours are named on stderr, never printed.",
                "exit codes: 0 rendered; 2 a pool is Blocked; 3 the cluster or snapshot cannot be read"),
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE. "
-               "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig); "
+               "Reads the MachineConfigPools, our rollout MachineConfigs and every MachineConfig's metadata "
+               "(rollout: machineconfig; a stray one named ocl-osimageurl-* is a warning on stderr); "
                "ROLLOUT says what the pool's rendered config holds, as the last run checked it: "
                "'rolled out', '3/5 nodes', 'overridden by zz-os', 'render failed', 'rendering', "
                "'unchecked', 'waiting', '-' without one (rollout: annotation) (docs/rollout.md); a pool "
@@ -271,8 +274,9 @@ def _strays(cluster, seen, now: datetime) -> int:
         if pool is None:
             continue
         try:
-            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(), f"{stray.name}={stray.uid}",
-                                         now.strftime("%Y-%m-%dT%H:%M:%SZ"), kind="Warning"))
+            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(),
+                                         f"{stray.name}={stray.uid}", now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         kind="Warning"))
         except AlreadyExists:
             pass                                # told already
         except ClusterError as err:

@@ -284,5 +284,6 @@ def strays(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]
         elif A.LAYERING_LABEL not in objects.labels(pool) and A.STATE not in objects.annotations(pool):
             out[mc] = Stray(mc, pool_name, f"pool {pool_name} is not opted in and was never built", uid)
         elif repo is not None and image.partition("@")[0] != repo:
-            out[mc] = Stray(mc, pool_name, f"its osImageURL {image[:200]!r} is not in our repository {repo}", uid)
+            out[mc] = Stray(mc, pool_name, f"its osImageURL {image[:200]!r} is not in our repository {repo}",
+                            uid)
     return [out[k] for k in sorted(out)]
