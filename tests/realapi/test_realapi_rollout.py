@@ -272,10 +272,14 @@ def test_strays_an_administrator_made_are_said_by_run_diff_status_and_preflight(
     assert code == 0 and said(err, "WARNING ") == STRAYS[2:], err
 
 
-def test_a_delete_whose_uid_is_stale_is_refused_and_the_recreated_machineconfig_kept(component, real, monkeypatch):
-    """Opt-out deletes our MachineConfig with the uid it read as the precondition. Someone deletes
-    it and makes their own (no label of ours) in between: the real server refuses our DELETE (409),
-    the run re-reads, finds nothing of ours and keeps theirs; the next run names it a stray."""
+@pytest.mark.parametrize("meddling", ["recreated", "relabelled"])
+def test_a_delete_of_what_is_no_longer_ours_is_refused_and_the_machineconfig_kept(component, real, monkeypatch,
+                                                                                   meddling):
+    """Opt-out deletes our MachineConfig with the uid and resourceVersion it read as preconditions.
+    In between, someone replaces it with their own (a new uid), or takes our label off it (the same
+    uid, a new resourceVersion; without that precondition the policy would deny our delete and the
+    pool end in Error): the real server refuses our DELETE (409), the run re-reads, finds nothing of
+    ours and keeps theirs; the next run names it a stray."""
     worker = mco_pool("worker", ("worker",), opted_in=False)
     worker["metadata"]["annotations"][A.STATE] = A.SUCCEEDED
     seed(real, F.BUILDER, F.REPO, "registry.example.com:5000", worker)
@@ -283,11 +287,17 @@ def test_a_delete_whose_uid_is_stale_is_refused_and_the_recreated_machineconfig_
     real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
                      "metadata": {"name": rollout.name("worker"), "labels": rollout.labels("worker")},
                      "spec": {"osImageURL": image}})
-
-    def theirs(obj):
-        obj["metadata"]["labels"] = {rollout.ROLE_LABEL: "worker"}
-        return obj
-    raced = real.recreate_before_our_first_delete("MachineConfig", monkeypatch, theirs)
+    theirs = {rollout.ROLE_LABEL: "worker"}
+    if meddling == "recreated":
+        raced = real.recreate_before_our_first_delete(
+            "MachineConfig", monkeypatch, lambda obj: dict(obj, metadata=dict(obj["metadata"], labels=theirs)))
+    else:
+        def relabel(kind, namespace, name):
+            real.api.request("PATCH", real.api.path(kind, namespace, name),
+                             [{"op": "replace", "path": "/metadata/labels", "value": theirs}],
+                             content_type="application/json-patch+json")
+        raced = real.before_our_first_delete("MachineConfig", monkeypatch, relabel)
+    before = ours(real)["metadata"]["uid"]
     mark = real.api.audit_mark()
     code, err = real.run()
     assert code == 0 and raced and "re-reading and re-planning" in err, err
@@ -295,7 +305,8 @@ def test_a_delete_whose_uid_is_stale_is_refused_and_the_recreated_machineconfig_
              if e["verb"] == "delete" and e["objectRef"]["resource"] == "machineconfigs"]
     assert codes == [409], codes
     kept = ours(real)
-    assert kept["metadata"]["labels"] == {rollout.ROLE_LABEL: "worker"} and kept["spec"]["osImageURL"] == image
+    assert kept["metadata"]["labels"] == theirs and kept["spec"]["osImageURL"] == image
+    assert (kept["metadata"]["uid"] == before) == (meddling == "relabelled")
     assert A.STATE not in real.ann()                        # opted out all the same
     monkeypatch.undo()
     code, err = real.run()

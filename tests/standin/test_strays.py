@@ -21,7 +21,7 @@ REPO = F.REPO
 def mc(name, image=f"{F.REPO}@sha256:" + "1" * 64, labelled=True, uid="u-1", owner=None):
     role = name[len(rollout.PREFIX):]
     labels = rollout.labels(role) if labelled else {"machineconfiguration.openshift.io/role": role}
-    meta = {"name": name, "labels": labels, "uid": uid}
+    meta = {"name": name, "labels": labels, "uid": uid, "resourceVersion": "30"}
     if owner is not None:
         meta["ownerReferences"] = [naming.owner_reference(owner, controller=False)]
     return {"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig", "metadata": meta, "spec": {"osImageURL": image}}
@@ -246,3 +246,29 @@ def test_a_machineconfig_recreated_without_our_label_under_our_delete_is_kept(tm
         assert deletes == [409]
         kept = server.store.get("MachineConfig", "", "ocl-osimageurl-infra")
         assert kept["metadata"]["uid"] == "theirs"
+
+
+def test_our_label_taken_off_under_our_delete_keeps_it(tmp_path, monkeypatch):
+    """The same object (its uid unchanged) stops being ours between the read and the DELETE:
+    someone took our label off. The DELETE also names the resourceVersion read, so the server
+    refuses it (409) and the re-read finds nothing of ours."""
+    from reconcile import cli
+    from tests.support.apiserver import APIServer, Fault
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    items = [o for o in stray_world() if o["kind"] != "MachineConfig" or not o["metadata"]["name"].startswith(
+        (rollout.PREFIX, "99-"))] + [mc("ocl-osimageurl-infra", uid="u-ours")]
+    with APIServer(items, clock=lambda: F.NOW) as server:
+        def relabel(verb, resource, ns, name):
+            if verb == "delete" and resource == "machineconfigs" and not relabel.done:
+                relabel.done = True
+                server.store.patch("MachineConfig", "", name, [
+                    {"op": "replace", "path": "/metadata/labels", "value": {rollout.ROLE_LABEL: "infra"}}])
+            return False
+        relabel.done = False
+        server.faults.append(Fault("status", match=relabel, times=0))
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20"])
+        assert code == 0
+        deletes = [r.status for r in server.log if r.verb == "delete" and r.resource == "machineconfigs"]
+        assert deletes == [409]
+        kept = server.store.get("MachineConfig", "", "ocl-osimageurl-infra")
+        assert kept["metadata"]["uid"] == "u-ours" and naming.MANAGED_BY not in kept["metadata"]["labels"]
