@@ -20,6 +20,12 @@ MachineConfigs (1.01; the real kube-apiserver: 66 MiB, 1.01); before, 510 MiB an
 `--real`: the same against the real kube-apiserver and etcd of the realapi suite (`make realapi`
 builds them), the reconciler authenticated as its ServiceAccount; requests are counted from the
 server's audit log.
+
+`--rollout`: with `rollout: machineconfig` (`rolloutGate: none`; on the real server the rollout
+Component is installed, its parameter listing every pool): a built pool also has its
+`ocl-osimageurl-<pool>`, so the cluster holds two MachineConfigs a pool (the rendered one at full
+size), and a run lists our MachineConfigs and every MachineConfig's metadata (stray ones,
+issue 31 item 4).
 """
 
 from __future__ import annotations
@@ -47,8 +53,11 @@ from tests.support import factory as F  # noqa: E402
 from tests.support.apiserver import APIServer  # noqa: E402
 
 
-def cluster(n: int, mc: dict) -> list[dict]:
-    items = F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)))
+def cluster(n: int, mc: dict, rollout: bool = False) -> list[dict]:
+    settings = [F.build_config(**({"rollout": "machineconfig", "rolloutGate": "none"} if rollout else {})),
+                F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")]
+    items = F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)),
+                      settings=settings)
     out = []
     for obj in items:
         if obj["kind"] == "MachineConfig":
@@ -113,7 +122,7 @@ def report(n: int, label: str, count: int, f: Figures, kinds: Counter) -> None:
           f"{f.rss:>7.0f} MiB  {dict(sorted(kinds.items()))}")
 
 
-def real_runs(mc: dict, sizes: list[int]) -> int:
+def real_runs(mc: dict, sizes: list[int], rollout: bool = False) -> int:
     from tests.support import realserver
     bindir = realserver.cache_dir()
     if not (bindir / "kube-apiserver").is_file():
@@ -124,6 +133,8 @@ def real_runs(mc: dict, sizes: list[int]) -> int:
         try:
             api.start()
             api.install_product()
+            if rollout:
+                api.install_rollout(F.REPO, tuple(f"pool{i}" for i in range(max(sizes))))
             kubeconfig = api.kubeconfig(Path(tmp) / "sa.kubeconfig",
                                         api.service_account_token(F.NS, "ocl-reconciler"), "ocl-reconciler")
             print(f"real kube-apiserver started in {api.startup_seconds:.1f}s")
@@ -142,7 +153,7 @@ def real_runs(mc: dict, sizes: list[int]) -> int:
 
             for n in sizes:
                 api.reset()
-                api.load(cluster(n, mc))
+                api.load(cluster(n, mc, rollout))
                 figures, count, kinds = run()
                 report(n, "creating", count, figures, kinds)
                 kubelet_all("Running")
@@ -160,7 +171,8 @@ def real_runs(mc: dict, sizes: list[int]) -> int:
 
 def main() -> int:
     """--real: the real kube-apiserver; --incompressible: the 1.2 MB MachineConfig whose encoding is
-    over 1 MiB (two ConfigMaps per pool) instead of the ~280 KB realistic one; --sizes 10,200."""
+    over 1 MiB (two ConfigMaps per pool) instead of the ~280 KB realistic one; --sizes 10,200;
+    --rollout: rollout: machineconfig."""
     args = sys.argv[1:]
     if "--incompressible" in args:
         path = F.SHARED / "machineconfigs/generated/mc-incompressible-over-1MiB-after-encoding.json"
@@ -169,14 +181,15 @@ def main() -> int:
         mc, source = sample_machineconfig()
     sizes = [int(n) for n in args[args.index("--sizes") + 1].split(",")] if "--sizes" in args \
         else [10, 100, 200]
-    print(f"MachineConfig per pool: {source}")
+    rollout = "--rollout" in args
+    print(f"MachineConfig per pool: {source}" + ("; rollout: machineconfig" if rollout else ""))
     if "--real" in args:
         print(f"{'pools':>5}  {'run (real server)':<22} {HEADER}")
-        return real_runs(mc, sizes)
+        return real_runs(mc, sizes, rollout)
     print(f"{'pools':>5}  {'run':<22} {HEADER}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            items = cluster(n, mc)
+            items = cluster(n, mc, rollout)
             figures, count, kinds, items = timed_run(items, Path(tmp))
             report(n, "creating", count, figures, kinds)
             for obj in items:

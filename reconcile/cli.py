@@ -51,7 +51,9 @@ COMMAND_HELP = {
             "were carried out ends the run there, after its summary and metrics)"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
-             "names a program to compare the live and desired trees instead; its exit status is ours.",
+             "names a program to compare the live and desired trees instead; its exit status is ours. "
+             "A stray MachineConfig (named ocl-osimageurl-*, not written by us) is a warning on stderr, "
+             "not a change.",
              "exit codes: 0 no differences; 1 differences; 2 or more an error (3: the cluster or snapshot "
              "cannot be read)"),
     "render": ("Print exactly the build objects the current plan keeps or creates, in their desired form, "
@@ -60,7 +62,8 @@ COMMAND_HELP = {
                "of ours are named on stderr, never printed.",
                "exit codes: 0 rendered; 2 a pool is Blocked; 3 the cluster or snapshot cannot be read"),
     "status": ("A table of the pools from their annotations: POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE. "
-               "Reads the MachineConfigPools and our rollout MachineConfigs (rollout: machineconfig); "
+               "Reads the MachineConfigPools, our rollout MachineConfigs and every MachineConfig's metadata "
+               "(rollout: machineconfig; a stray one named ocl-osimageurl-* is a warning on stderr); "
                "ROLLOUT says what the pool's rendered config holds, as the last run checked it: "
                "'rolled out', '3/5 nodes', 'overridden by zz-os', 'render failed', 'rendering', "
                "'unchecked', 'waiting', '-' without one (rollout: annotation) (docs/rollout.md); a pool "
@@ -244,30 +247,36 @@ def _notices(cluster, args, seen, plans, result=None) -> None:
             logging.getLogger("reconcile").warning("%s", notice)
 
 
-def _strays(cluster, seen, now: datetime) -> int:
+def _found_strays(seen) -> list:
     """With `rollout: machineconfig`: MachineConfigs named like ours that we did not write, from what
-    the run read (core/rollout.py `strays`): a warning line each, and a Warning Event on the pool it
-    names (once: the Event's name is keyed on the MachineConfig's uid). Returns how many."""
+    the command read (core/rollout.py `strays`); said by run, diff, explain and preflight."""
+    from reconcile.cluster import observe
+    from reconcile.core import rollout
+    if not observe._rollout(seen.settings):
+        return []
+    return rollout.strays(seen.pools, seen.owned, seen.settings.repo, seen.named)
+
+
+def _strays(cluster, seen, now: datetime) -> int:
+    """run: a warning line for each stray, and a Warning Event on the pool it names (once: the
+    Event's name is keyed on the MachineConfig's uid). Returns how many."""
     import logging
 
-    from reconcile.cluster import AlreadyExists, ClusterError, observe
+    from reconcile.cluster import AlreadyExists, ClusterError
     from reconcile.contract import objects
-    from reconcile.core import events, rollout
-    if not observe._rollout(seen.settings):
-        return 0
-    found = rollout.strays(seen.pools, seen.owned, seen.settings.repo)
+    from reconcile.core import events
+    found = _found_strays(seen)
     pools = {objects.name(p): p for p in seen.pools}
-    mcs = {objects.name(o): o for o in seen.owned if o.get("kind") == rollout.KIND}
     log = logging.getLogger("reconcile")
     for stray in found:
         log.warning("%s", stray.line())
-        pool = pools.get(stray.pool) or pools.get(stray.name[len(rollout.PREFIX):])
+        pool = pools.get(stray.pool)
         if pool is None:
             continue
-        uid = objects.meta(mcs.get(stray.name) or {}).get("uid", "")
         try:
-            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(), f"{stray.name}={uid}",
-                                         now.strftime("%Y-%m-%dT%H:%M:%SZ"), kind="Warning"))
+            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(),
+                                         f"{stray.name}={stray.uid}", now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         kind="Warning"))
         except AlreadyExists:
             pass                                # told already
         except ClusterError as err:
@@ -338,12 +347,19 @@ def cmd_run(args, now: datetime) -> int:
 
 
 def cmd_diff(args, now: datetime) -> int:
+    """A stray MachineConfig is not a change of the plan: a warning on stderr (and `strays` in -o
+    json), the exit code the plan's (kubectl diff: 1 means differences)."""
+    import logging
+
     from reconcile.diff import view
     cluster = _cluster(args, now)
-    _, _, plans = _observe(cluster, args, now)
+    seen, _, plans = _observe(cluster, args, now)
+    strays = _found_strays(seen)
+    for stray in strays:
+        logging.getLogger("reconcile").warning("%s", stray.line())
     changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
     if args.output == "json":
-        sys.stdout.write(view.as_json(plans))
+        sys.stdout.write(view.as_json(plans, strays))
         return changed
     external = os.environ.get("KUBECTL_EXTERNAL_DIFF", "").strip()
     if external:
@@ -384,18 +400,20 @@ def cmd_status(args, now: datetime) -> int:
         pools = cluster.list("MachineConfigPool", None)
     except ClusterError as err:
         raise _unreadable(err) from None
-    try:        # our rollout MachineConfigs; a token without `list machineconfigs` shows no rollout
+    from reconcile.cluster import observe
+    try:        # a token without `list machineconfigs` (no rollout Component) shows no rollout, no strays
         from reconcile.contract import naming
         mcs = cluster.list("MachineConfig", None, naming.SELECTOR)
+        named = observe.named_machineconfigs(cluster)
     except ClusterError:
-        mcs = []
-    from reconcile.cluster import observe
+        mcs, named = [], []
     try:
         notice = observe.annotation_notice(cluster, observe.stranded(pools, machineconfigs=mcs))
     except ClusterError:
         notice = None
     if notice:
         print(f"warning: {notice}", file=sys.stderr)
+    strays = status.strays(pools, mcs, named, args.pool)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
     if not status.rows(pools, now, mcs):            # as kubectl's "No resources found": on stderr
@@ -404,13 +422,17 @@ def cmd_status(args, now: datetime) -> int:
         print(f"no MachineConfigPool is labelled {A.LAYERING_LABEL}{among} and none has a record of ours; "
               f"opt one in: oc label mcp/worker {A.LAYERING_LABEL}=",
               file=sys.stderr)
-        return EXIT_OK
-    sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))
+    else:
+        sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))
+        sys.stdout.flush()                          # the warnings come after the table
+    for line in strays:
+        print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_explain(args, now: datetime) -> int:
     from reconcile.contract import objects
+    from reconcile.core import rollout
     from reconcile.output import explain
     args.pool = [args.pool_name]          # read and plan what `diff --pool POOL` does
     cluster = _cluster(args, now)
@@ -422,7 +444,8 @@ def cmd_explain(args, now: datetime) -> int:
         print(f"error: no MachineConfigPool {args.pool_name} (and nothing of ours labelled for it)",
               file=sys.stderr)
         return EXIT_BLOCKED
-    report = explain.explain(args.pool_name, pool, decision, plan, args.namespace, seen.pools)
+    strays = [s for s in _found_strays(seen) if args.pool_name in (s.pool, s.name[len(rollout.PREFIX):])]
+    report = explain.explain(args.pool_name, pool, decision, plan, args.namespace, seen.pools, strays)
     sys.stdout.write(explain.as_json(report) if args.output == "json" else explain.text(report))
     return EXIT_OK
 

@@ -76,4 +76,8 @@ class Cluster(Protocol):
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None: ...
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None,
+               resource_version: str | None = None) -> None:
+        """DELETE with `preconditions` on the uid (and the resourceVersion) read: a Conflict
+        when the object was replaced (or changed) since."""
+        ...

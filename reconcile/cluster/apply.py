@@ -90,6 +90,13 @@ class RunResult:
                 f"{view.rollouts(o.plan for o in self.outcomes if not o.error)}")
 
 
+#: Kinds whose delete also requires the resourceVersion read, not only the uid: a MachineConfig is
+#: what nodes boot, and one that stopped being ours since the read (our label taken off, the same
+#: uid) must be kept: the server answers 409 and the pool is read again. Not Pods and Builds, whose
+#: status changes all the time; our ConfigMaps and Secrets are immutable.
+UNCHANGED_DELETES = frozenset({"MachineConfig"})
+
+
 def _do(cluster: Cluster, action: Action) -> bool:
     """Carry out one write; False when nothing was written (adopted, or already gone)."""
     kind, ns, name = action.obj["kind"], objects.namespace(action.obj), objects.name(action.obj)
@@ -105,8 +112,10 @@ def _do(cluster: Cluster, action: Action) -> bool:
     elif action.verb == "patch":
         cluster.patch(kind, ns, name, list(action.patch))
     elif action.verb == "delete":
+        md = objects.meta(action.obj)
         try:
-            cluster.delete(kind, ns, name, objects.meta(action.obj).get("uid"))
+            cluster.delete(kind, ns, name, md.get("uid"),
+                           md.get("resourceVersion") if kind in UNCHANGED_DELETES else None)
         except NotFound:
             return False                           # already gone counts as done
     else:

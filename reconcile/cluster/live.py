@@ -191,11 +191,13 @@ class LiveCluster:
         return self.request("PUT", path_of(obj["kind"], objects.namespace(obj), objects.name(obj)),
                              body=dict(obj))
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None,
+               resource_version: str | None = None) -> None:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
                                 "propagationPolicy": "Background"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            body["preconditions"] = preconditions
         self.request("DELETE", path_of(kind, namespace, name), body=body)
 
 

@@ -134,13 +134,16 @@ class MemoryCluster:
         self.writes.append(("update", objects.ref(new)))
         return copy.deepcopy(new)
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None,
+               resource_version: str | None = None) -> None:
         self._count("delete")
         live = self._get(kind, namespace, name)
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")
         if uid and objects.meta(live).get("uid") != uid:
             raise Conflict(f"{kind} {namespace}/{name}: uid precondition failed")
+        if resource_version and objects.meta(live).get("resourceVersion") != resource_version:
+            raise Conflict(f"{kind} {namespace}/{name}: resourceVersion precondition failed")
         del self.store[_key(live)]
         self.writes.append(("delete", objects.ref(live)))
         self._collect(objects.meta(live).get("uid"))

@@ -44,6 +44,9 @@ class Observed:
     pools: list[dict[str, Any]]
     owned: list[dict[str, Any]]
     configmaps: list[dict[str, Any]] = field(default_factory=list)
+    #: with `rollout: machineconfig`, every MachineConfig named like ours, metadata only, whatever
+    #: its labels (`named_machineconfigs`): only the stray check reads it, nothing acts on it
+    named: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_settings(namespace: str, configmaps: list[dict[str, Any]],
@@ -171,6 +174,13 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
     return found + (cluster.list("MachineConfig", None, selector) if rollout else [])
 
 
+def named_machineconfigs(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every MachineConfig named `ocl-osimageurl-*`, with or without our label: a metadata-only LIST
+    of every MachineConfig (names cannot be selected by prefix), kept only for those names. The
+    rendered ones are MiBs each; their metadata is about a KiB (docs/design.md)."""
+    return rollout.named(cluster.list("MachineConfig", None, metadata_only=True))
+
+
 def _rollout(found: Settings | Problem) -> bool:
     return isinstance(found, Settings) and found.machineconfig_rollout
 
@@ -186,8 +196,10 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
         found = read_settings(namespace, configmaps, _published(cluster, namespace, configmaps))
     except _Unreadable as err:
         found = Problem(str(err))
+    rolled = _rollout(found)
     return Observed(namespace, found, cluster.list("MachineConfigPool", None),
-                    list_owned(cluster, namespace, rollout=_rollout(found)), configmaps)
+                    list_owned(cluster, namespace, rollout=rolled), configmaps,
+                    named_machineconfigs(cluster) if rolled else [])
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
@@ -236,6 +248,12 @@ def stranded(pools: Iterable[dict[str, Any]], plans: Iterable[PoolPlan] = (),
     handed = set(rollout.view((), machineconfigs, ()).ours)
     imaged = {objects.name(p) for p in pools if decision.opted_in(p) and objects.annotations(p).get(A.IMAGE)}
     return sorted((imaged | {p.pool for p in plans if p.state_after == A.SUCCEEDED}) - handed)
+
+
+def _of(obj: dict[str, Any], pool: str) -> bool:
+    """Is this object of ours the pool's (by its pool label, or as its rollout MachineConfig)?"""
+    return objects.labels(obj).get(naming.POOL_LABEL) == naming.pool_label(pool) or (
+        obj.get("kind") == rollout.KIND and objects.name(obj) == rollout.name(pool))
 
 
 @dataclass
@@ -315,19 +333,22 @@ class Planner:
         return {objects.name(p): p for p in self.seen.pools} | {objects.name(p): p for p in pools}
 
     def _each(self, pools: list[dict[str, Any]], owned: list[dict[str, Any]], only: Iterable[str],
-              hold: bool = True) -> Iterator[PoolPlan]:
+              hold: bool = True, reread: str | None = None) -> Iterator[PoolPlan]:
         """Plan one pool at a time, in decide_cluster's order: decide it (pure; its rendered
         MachineConfig read first when no annotation records its content), decide it again on its
         nodes' architecture when its build is due, ask the registry about an image it could
         reuse, read the MachineConfig and build material if it still makes a new build, build its
         actions (pure). Without `hold`, a MachineConfig no later pool renders is dropped when the
         next plan is asked for (by then the caller carried this one out): a run holds one pool's
-        MachineConfig at a time, and reads each once. No image prunes (`_with_prunes`)."""
+        MachineConfig at a time, and reads each once. No image prunes (`_with_prunes`). `reread`: the
+        pool whose objects `owned` holds as read again (a re-plan); what the first read held of it
+        is gone if not among them, and is never acted on again (a delete would meet the uid again)."""
         valid = isinstance(self.seen.settings, Settings)     # else every pool is Blocked: read nothing
         everyone = self._everyone(pools)
         fresh = {(o.get("kind"), objects.name(o)) for o in owned}
         view = decision.rollout_view(self.seen.settings, everyone.values(), owned + [
-            o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh])
+            o for o in self.seen.owned if (o.get("kind"), objects.name(o)) not in fresh
+            and (reread is None or not _of(o, reread))])
         scope = decision.in_scope(pools, owned, only)
         last = {decision.rendered_config(e.pool): i for i, e in enumerate(scope) if e.pool is not None}
         from_nodes = clusterfacts.unrecorded(pools, only) if valid else frozenset()
@@ -419,7 +440,7 @@ class Planner:
         pool = self.cluster.get("MachineConfigPool", "", pool_name)
         owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings))
         pools = [pool] if pool else []
-        plans = self._with_prunes(list(self._each(pools, owned, [pool_name])), pools)
+        plans = self._with_prunes(list(self._each(pools, owned, [pool_name], reread=pool_name)), pools)
         return plans[0] if plans else None
 
 

@@ -84,7 +84,7 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     _cronjob(cluster, f)
     seen, f.settings_error = _read(lambda: observe.observe(cluster, namespace))
     if seen is not None:
-        f.settings, f.pools, f.owned = seen.settings, seen.pools, seen.owned
+        f.settings, f.pools, f.owned, f.named = seen.settings, seen.pools, seen.owned, seen.named
     _secrets(cluster, f)
     reconciler = _as(cluster, f.caller, namespace, P.RECONCILER_ACCOUNT)
     f.impersonated = reconciler is not None and reconciler is not cluster

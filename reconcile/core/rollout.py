@@ -222,39 +222,68 @@ def remove(v: View, pool: Mapping[str, Any] | None, pool_name: str, time: str) -
 class Stray:
     """A MachineConfig named `ocl-osimageurl-*` that we did not write (docs/contract.md)."""
     name: str
-    pool: str           # the pool its name points at ("": none), or that renders it
+    pool: str           # the pool that renders it, or that its name points at ("": none exists)
     why: str
+    uid: str = ""
 
     def line(self) -> str:
         return f"stray MachineConfig {self.name}: {self.why}; the reconciler did not write it"
 
 
+def named(machineconfigs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Those named like ours, whatever their labels (of the metadata-only LIST of every MachineConfig)."""
+    return [mc for mc in machineconfigs if objects.name(mc).startswith(PREFIX)]
+
+
+def _written_for(obj: Mapping[str, Any], pool: str) -> bool:
+    """Ours for a pool since deleted: `desired` always names the pool in an ownerReference."""
+    return any(isinstance(ref, Mapping) and ref.get("kind") == "MachineConfigPool" and ref.get("name") == pool
+               for ref in objects.meta(obj).get("ownerReferences") or [])
+
+
 def strays(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
-           repo: str | None) -> list[Stray]:
-    """What the labelled LIST of our MachineConfigs (`owned`) and the pools' rendered sources (free:
-    `spec.configuration.source`) show of MachineConfigs we did not write: one named like ours
-    without our label, or labelled and named like ours for a pool we do not build and never built
-    (no state of ours on it; an opted-out pool's own is deleted by the run), or whose image is not
-    `<repo>@sha256:...`. No extra read."""
+           repo: str | None, listed: Iterable[Mapping[str, Any]] = ()) -> list[Stray]:
+    """MachineConfigs named like ours that we did not write, from the labelled LIST of ours
+    (`owned`, whole objects) and the metadata-only LIST of every MachineConfig (`listed`: names and
+    labels), with the pools' rendered sources (`spec.configuration.source`) saying who renders one:
+
+    - one named like ours without our label;
+    - one labelled and named like ours for a pool that does not exist (and that it names in no
+      ownerReference: ours for a pool since deleted, which the run deletes), or that is not opted
+      in and was never built (no state of ours on it; an opted-out pool's own is deleted by the run);
+    - one of ours whose image is not `<repo>@sha256:...` (`repo` None: not checked).
+
+    A pool's sources alone never make a stray: they still name one the run deleted until the MCO
+    renders the pool again."""
     by_name = {objects.name(p): p for p in pools}
     labelled = {objects.name(o): o for o in owned
                 if o.get("kind") == KIND and objects.name(o).startswith(PREFIX)}
-    out: dict[str, Stray] = {}
-    for pool in by_name.values():
+    renders: dict[str, str] = {}
+    for pool in sorted(by_name.values(), key=objects.name):
         sources = ((pool.get("spec") or {}).get("configuration") or {}).get("source") or []
         for src in sources if isinstance(sources, list) else []:
-            mc = src.get("name", "") if isinstance(src, Mapping) else ""
-            if isinstance(mc, str) and mc.startswith(PREFIX) and mc not in labelled and mc not in out:
-                out[mc] = Stray(mc, objects.name(pool), f"pool {objects.name(pool)} renders it, and it lacks "
-                                                        f"our label {naming.MANAGED_BY}={naming.MANAGER}")
+            if isinstance(src, Mapping) and isinstance(src.get("name"), str):
+                renders.setdefault(src["name"], objects.name(pool))
+    lacks = f"it lacks our label {naming.MANAGED_BY}={naming.MANAGER}"
+    out: dict[str, Stray] = {}
+    for obj in named(listed):
+        mc, uid = objects.name(obj), str(objects.meta(obj).get("uid") or "")
+        if objects.labels(obj).get(naming.MANAGED_BY) == naming.MANAGER or mc in labelled:
+            continue        # ours by label (made between the two LISTs: the next run sees it whole)
+        if mc in renders:
+            out[mc] = Stray(mc, renders[mc], f"pool {renders[mc]} renders it, and {lacks}", uid)
+        else:
+            out[mc] = Stray(mc, mc[len(PREFIX):] if mc[len(PREFIX):] in by_name else "", lacks, uid)
     for mc, obj in labelled.items():
-        pool_name = mc[len(PREFIX):]
+        pool_name, uid = mc[len(PREFIX):], str(objects.meta(obj).get("uid") or "")
         pool = by_name.get(pool_name)
         image = image_of(obj) or ""
         if pool is None:
-            out[mc] = Stray(mc, "", f"no MachineConfigPool {pool_name} exists")
+            if not _written_for(obj, pool_name):
+                out[mc] = Stray(mc, "", f"no MachineConfigPool {pool_name} exists", uid)
         elif A.LAYERING_LABEL not in objects.labels(pool) and A.STATE not in objects.annotations(pool):
-            out[mc] = Stray(mc, pool_name, f"pool {pool_name} is not opted in and was never built")
+            out[mc] = Stray(mc, pool_name, f"pool {pool_name} is not opted in and was never built", uid)
         elif repo is not None and image.partition("@")[0] != repo:
-            out[mc] = Stray(mc, pool_name, f"its osImageURL {image[:200]!r} is not in our repository {repo}")
+            out[mc] = Stray(mc, pool_name, f"its osImageURL {image[:200]!r} is not in our repository {repo}",
+                            uid)
     return [out[k] for k in sorted(out)]

@@ -214,11 +214,13 @@ def _masked_ops(action: Action) -> list[dict[str, Any]]:
             for op in action.patch]
 
 
-def as_json(plans: Iterable[PoolPlan]) -> str:
+def as_json(plans: Iterable[PoolPlan], strays: Iterable[Any] = ()) -> str:
     """The plan for scripts: per pool the state change and the ordered writes (JSON patches for
-    patches, the object for creates); Secret values masked."""
+    patches, the object for creates); Secret values masked. `strays` (core/rollout.py `Stray`):
+    MachineConfigs named like ours we did not write, not changes of the plan."""
     plans = list(plans)
-    out = {"summary": summary(plans), "pools": []}
+    out: dict[str, Any] = {"summary": summary(plans), "pools": [],
+                           "strays": [{"name": s.name, "pool": s.pool or None, "why": s.why} for s in strays]}
     for plan in plans:
         actions = []
         for action in plan.actions:

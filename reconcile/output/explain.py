@@ -158,10 +158,12 @@ def _rollout(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | N
 
 
 def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | None,
-            plan: PoolPlan | None, namespace: str, pools: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+            plan: PoolPlan | None, namespace: str, pools: Iterable[Mapping[str, Any]] = (),
+            strays: Iterable[rollout.Stray] = ()) -> dict[str, Any]:
     """The report on one pool. `pool`: as read (None: there is none); `d`, `plan`: what the planner
     decided and planned for it (None: nothing, i.e. not opted in and nothing of ours); `pools`:
-    every pool (a custom pool's OS stream is worker's)."""
+    every pool (a custom pool's OS stream is worker's); `strays`: the stray MachineConfigs that
+    name the pool or that it renders."""
     row = d.transition.name if d is not None else NOT_OPTED_IN
     values = _fields(name, d, namespace)
     if plan is not None and plan.blocked and row not in ("BLOCKED", "MCO_LABEL"):
@@ -190,6 +192,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | No
             "extensionsImage": inp.extensions_image or None},
         "liveBuild": _live_build(d),
         "rollout": _rollout(name, pool, d, plan),
+        "strays": [{"name": s.name, "why": s.why} for s in strays],
         "gate": _gate(pool, plan),
         "transition": {"row": row,
                        "situation": transition.situation if transition else "",
@@ -275,6 +278,9 @@ def text(report: Mapping[str, Any]) -> str:
         out.append(_row("image", roll["image"] or "-"))
         out.append(_row("rollout", roll["shown"]))
         out.append(_row("because", roll["because"]))
+    strays = report.get("strays") or []
+    out += ['stray MachineConfigs (docs/rollout-permissions.md, "Stray MachineConfigs")\n'] if strays else []
+    out += [f"  - {s['name']}: {s['why']}; the reconciler did not write it\n" for s in strays]
     gate = report.get("gate")
     if gate:
         out.append("the rollout gate (docs/rollout.md, section 3)\n")

@@ -176,6 +176,8 @@ class Facts:
     machineosconfigs_error: str = ""
     pools: list[Mapping[str, Any]] = field(default_factory=list)
     owned: list[Mapping[str, Any]] = field(default_factory=list)
+    #: every MachineConfig named like ours, metadata only (rollout: machineconfig): the stray check
+    named: list[Mapping[str, Any]] = field(default_factory=list)
     #: pool -> what the next run would do (the lifecycle's transition), or why it is Blocked
     decisions: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: pool -> what stops its rollout (overridden, render failed: core/rolloutcheck.py), as the plan leaves it
@@ -584,10 +586,13 @@ def _pools(f: Facts) -> list[Line]:
 
 @_check("stray-machineconfigs")
 def _strays(f: Facts) -> list[Line]:
-    """MachineConfigs named like ours that we did not write (core/rollout.py `strays`): from the
-    labelled LIST of ours and the pools' rendered sources, nothing more read."""
-    repo = f.settings.repo if isinstance(f.settings, Settings) else None
-    found = rollout.strays(f.pools, f.owned, repo)
+    """MachineConfigs named like ours that we did not write (core/rollout.py `strays`): from what a
+    run reads too (the labelled LIST of ours, the metadata-only LIST of every MachineConfig, the
+    pools' rendered sources)."""
+    if not isinstance(f.settings, Settings) or not f.settings.machineconfig_rollout:
+        return [(OK, "not checked: with rollout: annotation the reconciler lists no MachineConfigs "
+                     "(kustomize/base grants no list) and writes none")]
+    found = rollout.strays(f.pools, f.owned, f.settings.repo, f.named)
     if not found:
         return [(OK, f"no stray MachineConfig named {rollout.PREFIX}*")]
     return [(FAIL, s.line(), f"find who wrote it (docs/rollout-permissions.md, \"Stray MachineConfigs\"), "

@@ -70,6 +70,16 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
     return out
 
 
+def strays(pools: Iterable[Mapping[str, Any]], machineconfigs: Iterable[Mapping[str, Any]],
+           named: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[str]:
+    """The stray MachineConfigs (core/rollout.py `strays`) of these pools (all, and those of no pool,
+    without `only`), one line each. status reads no settings, so an image of another repository is
+    not seen here: run, diff and preflight say it."""
+    chosen = set(only)
+    return [s.line() for s in rollout.strays(pools, machineconfigs, None, named)
+            if not chosen or s.pool in chosen or s.name[len(rollout.PREFIX):] in chosen]
+
+
 def _rendered(pool: Mapping[str, Any]) -> str:
     return ((pool.get("spec") or {}).get("configuration") or {}).get("name") or "<none>"
 

@@ -241,3 +241,23 @@ def test_the_rendered_rules_name_build_subresources_explicitly():
     assert {"apiGroups": ["build.openshift.io"], "resources": ["builds/optimizeddocker"],
             "verbs": ["create"]} in rules
     assert json.dumps(rules).count("events") == 0        # Events go to `default` (events.yaml)
+
+
+def test_base_alone_lists_no_machineconfigs_and_status_still_answers(real, server):
+    """kustomize/base grants `get` on MachineConfigs, no `list` (the rollout Component adds it): with
+    `rollout: annotation` a run lists none, and status, which tries (our MachineConfigs, then every
+    one's metadata for strays), gets the server's 403 once, shows the table and says no stray."""
+    from reconcile.core import rollout
+    real.seed(F.cluster())
+    real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
+                     "metadata": {"name": rollout.name("master"), "labels": rollout.labels("master")},
+                     "spec": {"osImageURL": F.REPO + "@sha256:" + "1" * 64}})
+    assert not _allowed(server, "", "machineconfigs", "list", F.MCO)
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0, err
+    code, out, err = real.cli("status")
+    assert code == 0 and out.startswith("POOL ") and "stray" not in err, err
+    lists = [(e["responseStatus"]["code"], e["requestURI"].split("?")[0]) for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
+    assert lists == [(403, f"/apis/{F.MCO}/v1/machineconfigs")]          # status's first, and no more

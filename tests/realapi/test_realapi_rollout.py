@@ -6,6 +6,8 @@ does not prove (the daemon, drain, reboot, a node's pull) is said in docs/rollou
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from reconcile.contract import annotations as A
@@ -92,9 +94,10 @@ def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(
         assert gets == []                                 # the content digest is recorded: no read
         lists = sorted(e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
                        if e["verb"] == "list")
-        # the 6 LISTs of a steady run (docs/design.md, "Talking to the API server") and one of our MachineConfigs
+        # the 6 LISTs of a steady run (docs/design.md, "Talking to the API server"), one of our
+        # MachineConfigs and one of every MachineConfig's metadata (strays)
         assert lists == sorted(["configmaps", "configmaps", "secrets", "pods", "builds", "machineconfigpools",
-                                "machineconfigs"])
+                                "machineconfigs", "machineconfigs"])
 
         # a kernel argument: a new rendered config, nothing to build
         real.api.create(source_mc("99-worker-kargs", "worker", kernelArguments=["nosmt"]))
@@ -187,7 +190,7 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
         assert code == 0, err
         lists = [e["objectRef"]["resource"] for e in real.api.audit(mark, realserver.RECONCILER)
                  if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
-        assert lists == ["machineconfigs", "machineconfigs"]          # ours, then the pool's
+        assert lists == ["machineconfigs"] * 3          # ours, every one's metadata (strays), the pool's
         assert real.ann()[A.OVERRIDDEN_BY] == "zz-os"
         assert real.ann()[A.ROLLOUT] == f"{rendered['metadata']['name']}={OTHER}"
         (told,) = [e for e in real.events() if e["reason"] == "ImageOverridden"]
@@ -210,3 +213,104 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
         assert real.ann()[A.ROLLOUT].endswith(f"={image}") and columns(out)["worker"]["ROLLOUT"].endswith(" nodes")
     finally:
         reg.stop()
+
+
+def admins_strays(real):
+    """Row 5 of issue 31 as an administrator now must (the policy refuses our ServiceAccount both,
+    tests/realapi/test_realapi_rollout_policy.py): ocl-osimageurl-master and ocl-osimageurl-ghost
+    labelled as ours, and ocl-osimageurl-unrendered without our label, that no pool renders."""
+    image = f"{F.REPO}@sha256:" + "1" * 64
+    for pool in ("master", "ghost"):
+        real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
+                         "metadata": {"name": rollout.name(pool), "labels": rollout.labels(pool)},
+                         "spec": {"osImageURL": image}})
+    real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
+                     "metadata": {"name": "ocl-osimageurl-unrendered", "labels": {rollout.ROLE_LABEL: "unrendered"}},
+                     "spec": {"osImageURL": image}})
+
+
+STRAYS = ["stray MachineConfig ocl-osimageurl-ghost: no MachineConfigPool ghost exists; the reconciler did not write it",
+          "stray MachineConfig ocl-osimageurl-master: pool master is not opted in and was never built; the "
+          "reconciler did not write it",
+          "stray MachineConfig ocl-osimageurl-unrendered: it lacks our label app.kubernetes.io/managed-by="
+          "ocl-reconciler; the reconciler did not write it"]
+
+
+def said(err, mark):
+    return [line[len(mark):] for line in err.splitlines() if line.startswith(mark + "stray MachineConfig ")]
+
+
+def test_strays_an_administrator_made_are_said_by_run_diff_status_and_preflight(component, real):
+    """As our ServiceAccount with the rollout Component (its `list machineconfigs` covers the
+    metadata-only LIST of every MachineConfig): each command names each stray; run tells master in
+    a Warning Event and deletes the two that are ours by label and name (opt-out, pool gone), and
+    keeps the one without our label."""
+    seed(real, F.BUILDER, F.REPO, "registry.example.com:5000")
+    real.api.create(F.pool("master", opted_in=False))
+    real.api.create(source_mc("00-master", "master", {"/etc/base": "master"}, generated=True))
+    admins_strays(real)
+    mcorender.sync_api(real.api, "master", F.BASE)          # the MCO renders master with the stray
+    mark = real.api.audit_mark()
+    code, out, err = real.cli("diff")
+    assert code == 1 and said(err, "WARNING ") == STRAYS and "stray" not in out, err
+    code, out, err = real.cli("status")
+    assert code == 0 and said(err, "warning: ") == STRAYS and "stray" not in out, err
+    code, out, err = real.cli("preflight", "-o", "json")
+    found = [line["message"] for line in json.loads(out) if line["check"] == "stray-machineconfigs"]
+    assert code == 2 and found == STRAYS, out
+    lists = [(e["responseStatus"]["code"], e["objectRef"]["resource"]) for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
+    assert lists == [(200, "machineconfigs")] * 6           # two each: ours, every one's metadata
+
+    code, err = real.run()
+    assert code == 0 and said(err, "WARNING ") == STRAYS, err
+    (told,) = [e for e in real.events("master") if e["reason"] == "StrayMachineConfig"]
+    assert told["type"] == "Warning" and told["message"] == STRAYS[1]
+    left = {o["metadata"]["name"] for o in real.api.list("MachineConfig") if o["metadata"]["name"].startswith(rollout.PREFIX)}
+    assert left == {"ocl-osimageurl-unrendered"}
+    code, err = real.run()
+    assert code == 0 and said(err, "WARNING ") == STRAYS[2:], err
+
+
+@pytest.mark.parametrize("meddling", ["recreated", "relabelled"])
+def test_a_delete_of_what_is_no_longer_ours_is_refused_and_the_machineconfig_kept(component, real, monkeypatch,
+                                                                                   meddling):
+    """Opt-out deletes our MachineConfig with the uid and resourceVersion it read as preconditions.
+    In between, someone replaces it with their own (a new uid), or takes our label off it (the same
+    uid, a new resourceVersion; without that precondition the policy would deny our delete and the
+    pool end in Error): the real server refuses our DELETE (409), the run re-reads, finds nothing of
+    ours and keeps theirs; the next run names it a stray."""
+    worker = mco_pool("worker", ("worker",), opted_in=False)
+    worker["metadata"]["annotations"][A.STATE] = A.SUCCEEDED
+    seed(real, F.BUILDER, F.REPO, "registry.example.com:5000", worker)
+    image = f"{F.REPO}@sha256:" + "1" * 64
+    real.api.create({"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig",
+                     "metadata": {"name": rollout.name("worker"), "labels": rollout.labels("worker")},
+                     "spec": {"osImageURL": image}})
+    theirs = {rollout.ROLE_LABEL: "worker"}
+    if meddling == "recreated":
+        raced = real.recreate_before_our_first_delete(
+            "MachineConfig", monkeypatch, lambda obj: dict(obj, metadata=dict(obj["metadata"], labels=theirs)))
+    else:
+        def relabel(kind, namespace, name):
+            real.api.request("PATCH", real.api.path(kind, namespace, name),
+                             [{"op": "replace", "path": "/metadata/labels", "value": theirs}],
+                             content_type="application/json-patch+json")
+        raced = real.before_our_first_delete("MachineConfig", monkeypatch, relabel)
+    before = ours(real)["metadata"]["uid"]
+    mark = real.api.audit_mark()
+    code, err = real.run()
+    assert code == 0 and raced and "re-reading and re-planning" in err, err
+    codes = [e["responseStatus"]["code"] for e in real.api.audit(mark, realserver.RECONCILER)
+             if e["verb"] == "delete" and e["objectRef"]["resource"] == "machineconfigs"]
+    assert codes == [409], codes
+    kept = ours(real)
+    assert kept["metadata"]["labels"] == theirs and kept["spec"]["osImageURL"] == image
+    assert (kept["metadata"]["uid"] == before) == (meddling == "relabelled")
+    assert A.STATE not in real.ann()                        # opted out all the same
+    monkeypatch.undo()
+    code, err = real.run()
+    assert code == 0 and said(err, "WARNING ") == [
+        "stray MachineConfig ocl-osimageurl-worker: it lacks our label app.kubernetes.io/managed-by=ocl-reconciler; "
+        "the reconciler did not write it"], err
+    assert ours(real)["metadata"]["uid"] == kept["metadata"]["uid"]

@@ -41,6 +41,10 @@ def zz_os(name="zz-os", role="worker"):
     return mc
 
 
+#: the LISTs of MachineConfigs every rollout run makes: ours by label, then every one's metadata (strays)
+LISTS = [("list", "", "app.kubernetes.io/managed-by=ocl-reconciler"), ("list", "", None)]
+
+
 def mc_requests(server):
     return [(r.verb, r.name, r.query.get("labelSelector")) for r in server.log if r.resource == "machineconfigs"]
 
@@ -61,14 +65,17 @@ def test_a_steady_rollout_run_reads_no_machineconfig(run_cli, tmp_path):
     assert A.OVERRIDDEN_BY not in F.the_pool(items)["metadata"]["annotations"]
     with APIServer(items) as server:
         assert run(server, tmp_path) == 0
-        # only the LIST of our own MachineConfigs (docs/design.md: "one more LIST"), no GET
-        assert mc_requests(server) == [("list", "", "app.kubernetes.io/managed-by=ocl-reconciler")]
-        # the steady run of docs/design.md (11 requests) plus the LIST of ours; the nodes are listed
+        # only the LIST of our own MachineConfigs and the metadata-only one of every MachineConfig
+        # (docs/design.md: "two more LISTs"), no GET
+        assert mc_requests(server) == LISTS
+        assert [r.metadata_only for r in server.log if r.resource == "machineconfigs"] == [False, True]
+        # the steady run of docs/design.md (11 requests) plus the two LISTs; the nodes are listed
         # because this world's pool has no nodes, so no architecture is recorded
         assert sorted((r.verb, r.resource) for r in server.log) == sorted([
             ("create", "leases"), ("delete", "leases"), ("get", "configmaps"), ("get", "configmaps"),
             ("get", "osimagestreams"), ("list", "builds"), ("list", "configmaps"), ("list", "configmaps"),
-            ("list", "machineconfigpools"), ("list", "machineconfigs"), ("list", "nodes"), ("list", "pods"),
+            ("list", "machineconfigpools"), ("list", "machineconfigs"), ("list", "machineconfigs"),
+            ("list", "nodes"), ("list", "pods"),
             ("list", "secrets")])
         assert server.items() == items
 
@@ -78,8 +85,7 @@ def test_the_run_after_the_render_reads_nothing_more_than_the_content_digest_nee
     with APIServer(items) as server:
         assert run(server, tmp_path) == 0
         rendered = F.the_pool(items)["spec"]["configuration"]["name"]
-        assert mc_requests(server) == [("list", "", "app.kubernetes.io/managed-by=ocl-reconciler"),
-                                       ("get", rendered, None)]
+        assert mc_requests(server) == [*LISTS, ("get", rendered, None)]
         writes = [(r.verb, r.resource) for r in server.log if r.verb in ("create", "patch", "delete")
                   and r.resource != "leases"]
         assert writes == [("patch", "machineconfigpools")]
@@ -93,8 +99,7 @@ def test_a_zz_machineconfig_that_wins_is_named_once(run_cli, tmp_path):
     with APIServer(items) as server:
         assert run(server, tmp_path) == 0              # overridden is not Blocked
         # the rendered config, then (its image not ours) one LIST of the pool's MachineConfigs
-        assert mc_requests(server) == [("list", "", "app.kubernetes.io/managed-by=ocl-reconciler"),
-                                       ("get", rendered, None), ("list", "", ROLE)]
+        assert mc_requests(server) == [*LISTS, ("get", rendered, None), ("list", "", ROLE)]
         after = server.items()
     pool = F.the_pool(after)
     assert pool["metadata"]["annotations"][A.ROLLOUT] == f"{rendered}={OTHER}"
@@ -103,7 +108,7 @@ def test_a_zz_machineconfig_that_wins_is_named_once(run_cli, tmp_path):
     assert event["type"] == "Warning" and "rename zz-os to sort before ocl-osimageurl-worker" in event["message"]
     with APIServer(after) as server:
         assert run(server, tmp_path) == 0
-        assert mc_requests(server) == [("list", "", "app.kubernetes.io/managed-by=ocl-reconciler")]
+        assert mc_requests(server) == LISTS
         assert server.items() == after                     # once per rendered config: no second Event
 
     rows = columns(run_cli("status", "--snapshot", str(run_cli.write(after)))[1])

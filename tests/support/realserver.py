@@ -827,19 +827,29 @@ class Real:
         obj["spec"]["configuration"]["name"] = rendered
         self.api.request("PUT", self.api.path("MachineConfigPool", "", pool), obj)
 
-    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch) -> list[int]:
+    def recreate_before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch,
+                                         change: Any = None) -> list[int]:
         """Right before our first DELETE of `kind`, someone deletes and recreates that object (same
-        content, a new uid), so our uid precondition fails. Returns a list that fills when it did."""
+        content, or what `change` makes of it; a new uid), so our uid precondition fails. Returns a
+        list that fills when it did."""
+        def recreate(k: str, namespace: str, name: str) -> None:
+            again = self.api.get(k, namespace, name)
+            self.api.request("DELETE", self.api.path(k, namespace, name))
+            self.api.create(change(again) if change else again)
+        return self.before_our_first_delete(kind, patcher, recreate)
+
+    def before_our_first_delete(self, kind: str, patcher: pytest.MonkeyPatch, meddle: Any) -> list[int]:
+        """Right before our first DELETE of `kind`, `meddle(kind, namespace, name)` runs as the
+        admin. Returns a list that fills when it did."""
         from reconcile.cluster import live
         original, raced = live.LiveCluster.delete, []
 
-        def delete(cluster: Any, k: str, namespace: str, name: str, uid: str | None = None) -> None:
+        def delete(cluster: Any, k: str, namespace: str, name: str, uid: str | None = None,
+                   resource_version: str | None = None) -> None:
             if k == kind and not raced:
                 raced.append(1)
-                again = self.api.get(k, namespace, name)
-                self.api.request("DELETE", self.api.path(k, namespace, name))
-                self.api.create(again)
-            return original(cluster, k, namespace, name, uid)
+                meddle(k, namespace, name)
+            return original(cluster, k, namespace, name, uid, resource_version)
         patcher.setattr(live.LiveCluster, "delete", delete)
         return raced
 

@@ -46,7 +46,10 @@ def test_delete_checks_uid_and_collects_dependents():
               "metadata": {"name": "dep", "namespace": F.NS, "ownerReferences": [owner]}})
     with pytest.raises(Conflict):
         c.delete("MachineConfigPool", "", "worker", uid="someone-else")
-    c.delete("MachineConfigPool", "", "worker", uid=pool["metadata"]["uid"])
+    with pytest.raises(Conflict):           # kube-apiserver's preconditions.resourceVersion: changed since
+        c.delete("MachineConfigPool", "", "worker", uid=pool["metadata"]["uid"], resource_version="0")
+    c.delete("MachineConfigPool", "", "worker", uid=pool["metadata"]["uid"],
+             resource_version=pool["metadata"]["resourceVersion"])
     assert c.get("ConfigMap", F.NS, "dep") is None
     with pytest.raises(NotFound):
         c.delete("MachineConfigPool", "", "worker")
