@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.core import rollout
@@ -221,54 +223,41 @@ def test_a_run_deletes_only_what_is_ours_by_both_label_and_name(any_cli):
     assert A.STATE not in F.the_pool(after, "infra")["metadata"]["annotations"]     # infra was opted out
 
 
-def test_a_machineconfig_recreated_without_our_label_under_our_delete_is_kept(tmp_path, monkeypatch):
-    """Opt-out deletes ocl-osimageurl-infra with its uid as the precondition; someone replaced it
-    with their own (no label of ours) first: the server refuses the DELETE (409), the re-plan reads
-    the pool's objects again, finds none of ours, and the run keeps theirs (it must not delete again
-    from what the first read held)."""
+def _replaced(server, name):
+    """Someone replaced ours with their own (a new uid, no label of ours)."""
+    live = server.store.store[("MachineConfig", "", name)]
+    live["metadata"].update(uid="theirs", labels={rollout.ROLE_LABEL: "infra"})
+
+
+def _relabelled(server, name):
+    """Someone took our label off the same object (its uid unchanged)."""
+    server.store.patch("MachineConfig", "", name, [
+        {"op": "replace", "path": "/metadata/labels", "value": {rollout.ROLE_LABEL: "infra"}}])
+
+
+@pytest.mark.parametrize("change, uid", [(_replaced, "theirs"), (_relabelled, "u-ours")], ids=["replaced", "relabelled"])
+def test_a_machineconfig_no_longer_ours_under_our_delete_is_kept(tmp_path, monkeypatch, change, uid):
+    """Opt-out deletes ocl-osimageurl-infra with its uid and the resourceVersion read as the
+    preconditions. Between the read and the DELETE it stops being ours: replaced (a new uid) or our
+    label taken off (the same uid, a new resourceVersion). The server refuses the DELETE (409), the
+    re-plan reads the pool's objects again, finds none of ours, and the run keeps theirs (it must
+    not delete again from what the first read held)."""
     from reconcile import cli
     from tests.support.apiserver import APIServer, Fault
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
     items = [o for o in stray_world() if o["kind"] != "MachineConfig" or not o["metadata"]["name"].startswith(
         (rollout.PREFIX, "99-"))] + [mc("ocl-osimageurl-infra", uid="u-ours")]
     with APIServer(items, clock=lambda: F.NOW) as server:
+        done = []
+
         def race(verb, resource, ns, name):
-            if verb == "delete" and resource == "machineconfigs" and not race.done:
-                race.done = True
-                live = server.store.store[("MachineConfig", "", name)]
-                live["metadata"].update(uid="theirs", labels={rollout.ROLE_LABEL: "infra"})
+            if verb == "delete" and resource == "machineconfigs" and not done:
+                done.append(change(server, name))
             return False
-        race.done = False
         server.faults.append(Fault("status", match=race, times=0))
         code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20"])
         assert code == 0
         deletes = [r.status for r in server.log if r.verb == "delete" and r.resource == "machineconfigs"]
         assert deletes == [409]
         kept = server.store.get("MachineConfig", "", "ocl-osimageurl-infra")
-        assert kept["metadata"]["uid"] == "theirs"
-
-
-def test_our_label_taken_off_under_our_delete_keeps_it(tmp_path, monkeypatch):
-    """The same object (its uid unchanged) stops being ours between the read and the DELETE:
-    someone took our label off. The DELETE also names the resourceVersion read, so the server
-    refuses it (409) and the re-read finds nothing of ours."""
-    from reconcile import cli
-    from tests.support.apiserver import APIServer, Fault
-    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    items = [o for o in stray_world() if o["kind"] != "MachineConfig" or not o["metadata"]["name"].startswith(
-        (rollout.PREFIX, "99-"))] + [mc("ocl-osimageurl-infra", uid="u-ours")]
-    with APIServer(items, clock=lambda: F.NOW) as server:
-        def relabel(verb, resource, ns, name):
-            if verb == "delete" and resource == "machineconfigs" and not relabel.done:
-                relabel.done = True
-                server.store.patch("MachineConfig", "", name, [
-                    {"op": "replace", "path": "/metadata/labels", "value": {rollout.ROLE_LABEL: "infra"}}])
-            return False
-        relabel.done = False
-        server.faults.append(Fault("status", match=relabel, times=0))
-        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20"])
-        assert code == 0
-        deletes = [r.status for r in server.log if r.verb == "delete" and r.resource == "machineconfigs"]
-        assert deletes == [409]
-        kept = server.store.get("MachineConfig", "", "ocl-osimageurl-infra")
-        assert kept["metadata"]["uid"] == "u-ours" and naming.MANAGED_BY not in kept["metadata"]["labels"]
+        assert kept["metadata"]["uid"] == uid and naming.MANAGED_BY not in kept["metadata"]["labels"]
