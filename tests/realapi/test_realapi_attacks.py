@@ -159,15 +159,14 @@ def reuse_from_another_registry(w: World) -> Outcome:
     answers that it has it, labelled with that build id, and takes our push credentials); the build
     fails for a transient reason, so the next run looks for an image to reuse before retrying."""
     TheirRegistry.requests = []
-    with fakeregistry.serve(TheirRegistry, manifests={fakeregistry.DIGESTS[0]}) as host:
-        evil = f"{host}/evil/os@{fakeregistry.DIGESTS[0]}"
+    with fakeregistry.serve(TheirRegistry, manifests=set()) as host:
         push = F.secret("push-secret", payload={"auths": {**fakeregistry.auths(host),
                                                           "registry.example.com:5000": {"auth": "dTpw"}}})
         w.fresh(SETTINGS[:3] + (push,))
         code, err = w.real.run()
         assert code == 0 and w.real.ann()[A.STATE] == A.PENDING, err
         build_id = w.real.build_object()["metadata"]["labels"][naming.BUILD_ID_LABEL]
-        TheirRegistry.labels[fakeregistry.DIGESTS[0]] = {naming.BUILD_ID_LABEL: build_id}
+        evil = f"{host}/evil/os@{TheirRegistry.push({naming.BUILD_ID_LABEL: build_id})}"
         annotate_as_editor(w, "worker", f"{build_id}={evil}")
         w.real.finish("Evicted")
         code, err = w.real.run()
