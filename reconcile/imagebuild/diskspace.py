@@ -6,8 +6,9 @@ setting to raise, not as a generic failure:
   retried;
 - the kubelet evicted it because the node ran low on disk: another attempt may land on a node
   with room, so it is retried;
-- the build's own message says ENOSPC (`no space left on device`): on its persistent volume the
-  same volume is full again next time (never retried); on the node's disk, retried.
+- the build's own message says ENOSPC (`no space left on device`; build-pod.sh writes `build
+  storage full (...)`): its persistent volume, or the node's disk under its emptyDir, was too small
+  for it, and another attempt would fill it again (never retried).
 
 The kubelet's words are its format strings, kubernetes/kubernetes v1.34.2
 pkg/kubelet/eviction/helpers.go (containerEphemeralStorageMessageFmt, podEphemeralStorageMessageFmt,
@@ -60,6 +61,7 @@ def diagnose(evicted: bool, message: str, log: str = "", volume: bool = False) -
         if volume:
             return OutOfDisk(f"out of disk space: {log}", False,
                              f"raise {settings.STORAGE_SIZE} (a larger volume replaces it) {_AFTER}")
-        return OutOfDisk(f"out of disk space: {log}", True,
-                         f"the node's disk is full; if it recurs, raise {settings.EPHEMERAL_REQUEST}")
+        return OutOfDisk(f"out of disk space: {log}", False,
+                         f"the node's disk was full: free it, or raise {settings.EPHEMERAL_REQUEST} (the "
+                         f"build is placed on a node with that much free) {_AFTER}")
     return None

@@ -114,9 +114,12 @@ def test_enospc_on_the_build_volume_names_its_size_setting_and_is_not_retried():
     assert "no space left on device" in got.message and "raise buildStorageSize" in got.message
 
 
-def test_enospc_on_the_nodes_disk_is_retried():
+def test_enospc_on_the_nodes_disk_is_not_retried_either():
+    """A disk too small for the build fills again (tests/realbuild/test_buildstorage.py: a tmpfs
+    under $HOME)."""
     got = pod.read_status(failed_pod(ENOSPC))
-    assert got.transient is True and "out of disk space" in got.message
+    assert got.transient is False and "out of disk space" in got.message
+    assert "raise buildEphemeralStorageRequest" in got.message
 
 
 @pytest.mark.parametrize("message", [POD_LIMIT, EMPTYDIR_LIMIT])
