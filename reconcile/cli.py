@@ -204,6 +204,8 @@ def _planner(cluster, args, now: datetime):
         from reconcile.cluster import registry
         planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
                                                   ca_file=ca)
+        planner.base_client = registry.Client(planner.pull_auths, getattr(cluster, "deadline", None),
+                                              ca_file=ca)
     return seen, planner
 
 

@@ -65,6 +65,33 @@ class ApiCli(Cli):
             return self(*args, "--kubeconfig", kubeconfig, "--timeout", "20")
 
 
+@pytest.fixture(autouse=True)
+def no_base_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live run asks the registry for the base image's size (cluster/observe.py); the tests' base
+    images are in no registry, so every test gets the same answer without a network request, and
+    builds are sized by the defaults. A test that serves the base sets `registry.Client.image_size`
+    back (`base_registry`)."""
+    from reconcile.cluster import registry
+
+    def not_asked(self, image: str, arch: str = "") -> int:
+        raise registry.RegistryError(f"{image}: the tests ask no registry for the base image")
+    monkeypatch.setattr(registry.Client, "image_size", not_asked)
+
+
+@pytest.fixture
+def base_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reconcile.cluster import registry
+    monkeypatch.setattr(registry.Client, "image_size", ORIGINAL_IMAGE_SIZE)
+
+
+def _original_image_size():
+    from reconcile.cluster import registry
+    return registry.Client.image_size
+
+
+ORIGINAL_IMAGE_SIZE = _original_image_size()
+
+
 @pytest.fixture(params=["snapshot", "api"])
 def any_cli(request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str],
             monkeypatch: pytest.MonkeyPatch) -> Cli:

@@ -24,16 +24,18 @@ from reconcile.core import (
     images,
     rollout,
     rolloutcheck,
+    storage,
     transitions,
 )
 from reconcile.core.actions import PoolPlan
-from reconcile.imagebuild import builders, buildinputs, clusterfacts, osstream, proxy, settings
+from reconcile.imagebuild import auth, builders, buildinputs, clusterfacts, disk, osstream, proxy, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Transitions after which the pool's rendered config is checked for our image.
 CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT})
 
-#: Kinds whose objects we create, hence LIST with our selector.
+#: Kinds whose objects we create, hence LIST with our selector; and our build storage volumes,
+#: listed only where there may be some (`volumes_wanted`).
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
 
 
@@ -94,6 +96,8 @@ def read_material(cluster: Cluster, found: Settings,
         inputs = buildinputs.discover(labelled.values(), *builders.reserved())
     except buildinputs.Conflict as err:
         return desired.Material(secrets, problem=str(err))
+    classes = _storage_classes(cluster) if found.persistent_storage and \
+        found.builder_type == settings.CUSTOM_POD_BUILDER else None
     cluster_proxy = proxy.from_object(_get_optional(cluster, "Proxy", "", proxy.NAME))
     bundle = None
     if cluster_proxy.trusted_ca:
@@ -109,7 +113,18 @@ def read_material(cluster: Cluster, found: Settings,
             return desired.Material(secrets, inputs, problem=(
                 f"ConfigMap {proxy.TRUST_NAMESPACE}/{cluster_proxy.trusted_ca} (Proxy cluster, "
                 f"spec.trustedCA) has no key {proxy.TRUST_KEY!r}"))
-    return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle)
+    return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle,
+                            classes=classes)
+
+
+def _storage_classes(cluster: Cluster) -> storage.Classes:
+    """The StorageClasses (one metadata-only LIST, cluster-scoped): which is the default, whether
+    the one named exists. A 403 (an install whose ClusterRole predates build storage) falls back."""
+    try:
+        return storage.Classes(tuple(cluster.list("StorageClass", None, metadata_only=True)))
+    except Forbidden as err:
+        return storage.Classes(problem=f"{err}; re-apply your overlay (its ClusterRole comes from "
+                                       "kustomize/base)")
 
 
 class _Unreadable(Exception):
@@ -166,11 +181,14 @@ def _list_optional(cluster: Cluster, kind: str, namespace: str,
 
 
 def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
-               rollout: bool = False) -> list[dict[str, Any]]:
+               rollout: bool = False, volumes: bool = False) -> list[dict[str, Any]]:
     """Our objects of every kind (of one pool); with `rollout`, our MachineConfigs too (cluster-scoped,
-    listed only with `rollout: machineconfig`, whose RBAC Component grants it)."""
+    listed only with `rollout: machineconfig`, whose RBAC Component grants it); our build storage
+    volumes with `volumes`, or when a Pod of ours mounts one."""
     selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: naming.pool_label(pool)} if pool else {}))
     found = [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
+    if volumes or any(storage.claim_of(o) for o in found if o.get("kind") == "Pod"):
+        found += cluster.list(storage.KIND, namespace, selector)
     return found + (cluster.list("MachineConfig", None, selector) if rollout else [])
 
 
@@ -179,6 +197,15 @@ def named_machineconfigs(cluster: Cluster) -> list[dict[str, Any]]:
     of every MachineConfig (names cannot be selected by prefix), kept only for those names. The
     rendered ones are MiBs each; their metadata is about a KiB (docs/design.md)."""
     return rollout.named(cluster.list("MachineConfig", None, metadata_only=True))
+
+
+def volumes_wanted(found: Settings | Problem, pools: Iterable[dict[str, Any]]) -> bool:
+    """Can there be build storage volumes of ours? With `buildStorage: persistent`, or a pool that
+    records one (the setting was just turned off, or the pool opted out): a steady run with the
+    default `emptyDir` makes no LIST for them. A pool deleted without a run after that takes its
+    volume with it (ownerReference, the garbage collector)."""
+    return (isinstance(found, Settings) and found.persistent_storage) or \
+        any(storage.recorded(objects.annotations(p)) for p in pools)
 
 
 def _rollout(found: Settings | Problem) -> bool:
@@ -197,9 +224,10 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
     except _Unreadable as err:
         found = Problem(str(err))
     rolled = _rollout(found)
-    return Observed(namespace, found, cluster.list("MachineConfigPool", None),
-                    list_owned(cluster, namespace, rollout=rolled), configmaps,
-                    named_machineconfigs(cluster) if rolled else [])
+    pools = cluster.list("MachineConfigPool", None)
+    return Observed(namespace, found, pools,
+                    list_owned(cluster, namespace, rollout=rolled, volumes=volumes_wanted(found, pools)),
+                    configmaps, named_machineconfigs(cluster) if rolled else [])
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
@@ -277,6 +305,9 @@ class Planner:
     #: the registry, for reuse checks and pruning; None on a snapshot (both are simulated)
     registry_client: registry.Client | None = None
     lookups: dict[str, images.Lookup] = field(default_factory=dict)
+    #: the registry with the pull credentials, for the base image's size; None on a snapshot
+    base_client: registry.Client | None = None
+    bases: dict[tuple[str, str], disk.BaseSize] = field(default_factory=dict)
     #: the last plan's decisions by pool (render prints what they keep)
     decided: dict[str, decision.Decision] = field(default_factory=dict)
 
@@ -294,6 +325,34 @@ class Planner:
                 except registry.RegistryError as err:
                     self.lookups[key] = images.Lookup(image, None, str(err))
         return self.lookups[key]
+
+    def _with_base(self, d: decision.Decision) -> decision.Decision:
+        """A build that is due, with its base image's size (one GET of the manifest, two for a
+        manifest list; asked once a run per image and architecture). A failure to ask is an
+        answer too: the build is sized by the defaults, saying so (imagebuild/disk.py)."""
+        if not d.needs_build or (self.material is not None and self.material.problem):
+            return d
+        key = (d.inputs.base_image, d.inputs.arch)
+        if key not in self.bases:
+            if self.base_client is None:
+                self.bases[key] = disk.BaseSize(key[0], why="a snapshot run does not ask the registry")
+            else:
+                try:
+                    self.bases[key] = disk.BaseSize(key[0], self.base_client.image_size(*key))
+                except registry.RegistryError as err:
+                    self.bases[key] = disk.BaseSize(key[0], why=str(err))
+        return replace(d, base=self.bases[key])
+
+    def pull_auths(self) -> dict[str, Any]:
+        """Registry credentials for the base image: what the build pulls with (the pull secret
+        merged with labelled pull-secret inputs), from the build material already read."""
+        found, material = self.seen.settings, self.material
+        assert isinstance(found, Settings)
+        source = material.secrets.get(found.pull_secret) if material else None
+        if source is None:
+            raise auth.AuthError(f"the pull secret {found.pull_secret} was not read")
+        merged = auth.merged(source, material.inputs.merge.get("pull", ()))
+        return auth.auths({"data": {".dockerconfigjson": merged}})
 
     def _read_machineconfigs(self, wanted: Iterable[str]) -> None:
         for name in sorted(set(wanted) - set(self.machineconfigs)):
@@ -367,6 +426,7 @@ class Planner:
                 d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
+                d = self._with_base(d)
             d = self._check_rollout(d)
             self.decided[d.pool_name] = d
             yield actions_table.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)
@@ -438,7 +498,8 @@ class Planner:
 
     def replan(self, pool_name: str) -> PoolPlan | None:
         pool = self.cluster.get("MachineConfigPool", "", pool_name)
-        owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings))
+        owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings),
+                           volumes_wanted(self.seen.settings, [pool] if pool else []))
         pools = [pool] if pool else []
         plans = self._with_prunes(list(self._each(pools, owned, [pool_name], reread=pool_name)), pools)
         return plans[0] if plans else None

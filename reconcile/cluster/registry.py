@@ -161,16 +161,17 @@ def exists(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return status != 404
 
 
-def _served(body: bytes, image: str, kind: str, digest: str) -> dict[str, Any]:
+def _served(body: bytes, image: str, kind: str, digest: str | None) -> dict[str, Any]:
     """The JSON object the registry served for `image` under `digest` (its manifest, or the config
     blob the manifest names). Content that does not hash to its digest is not trusted (a broken disk, a
     poisoned mirror, a registry that lies): the nodes pull by digest and would get other content,
     so its labels say nothing of the image. containers/image checks the same on every pull
-    (`internal/image/unparsed.go` Manifest, `internal/image/docker_schema2.go` ConfigBlob)."""
+    (`internal/image/unparsed.go` Manifest, `internal/image/docker_schema2.go` ConfigBlob).
+    `digest` None: served under a tag, with nothing to check it against."""
     if len(body) > MAX_BODY:
         raise RegistryError(f"{image}: its {kind} is larger than {MAX_BODY} bytes")
-    algorithm, _, encoded = digest.partition(":")
-    if algorithm != "sha256" or hashlib.sha256(body).hexdigest() != encoded:
+    algorithm, _, encoded = (digest or "").partition(":")
+    if digest is not None and (algorithm != "sha256" or hashlib.sha256(body).hexdigest() != encoded):
         raise RegistryError(f"{image}: the registry served a {kind} whose digest is not {digest}")
     try:
         doc = json.loads(body)
@@ -206,6 +207,45 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     inner = _served(body, image, "config blob", blob).get("config")
     found = (inner.get("Labels") if isinstance(inner, dict) else None) or {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+_INDEXES = ("application/vnd.oci.image.index.v1+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: float = 30.0,
+               ctx: ssl.SSLContext | None = None) -> int:
+    """An image's compressed size: the sum of its manifest's layer sizes (a GET of the manifest; of
+    a manifest list or index, a second GET of the entry for `arch`, a GOARCH name as the nodes'
+    kubernetes.io/arch label has it, on linux; "" takes the only entry). By tag or digest. Raises
+    RegistryError."""
+    try:
+        ref = imageref.parse(image)
+    except imageref.InvalidReference as err:
+        raise RegistryError(str(err)) from None
+    host, path = auth.host_and_path(ref.repo)
+    wanted = ref.digest or ref.tag or "latest"
+    for _ in range(2):
+        status, _, body = _call("GET", host, f"/v2/{path}/manifests/{wanted}", image, auths, timeout, ctx,
+                                f"{host}/{path}")
+        if status >= 300:
+            raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
+        doc = _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
+        if doc.get("mediaType") not in _INDEXES and "manifests" not in doc:
+            layers = doc.get("layers")
+            sizes = [layer.get("size") for layer in layers if isinstance(layer, dict)] \
+                if isinstance(layers, list) else []
+            if not sizes or not all(isinstance(n, int) and n >= 0 for n in sizes):
+                raise RegistryError(f"{image}: the manifest {wanted} lists no layer sizes")
+            return sum(sizes)
+        entries = [m for m in doc.get("manifests") or [] if isinstance(m, dict)
+                   and (m.get("platform") or {}).get("os", "linux") == "linux"
+                   and (not arch or (m.get("platform") or {}).get("architecture") == arch)]
+        if len(entries) != 1 or not isinstance(entries[0].get("digest"), str):
+            raise RegistryError(f"{image}: its manifest list has {len(entries)} entries for "
+                                f"linux/{arch or 'any'}")
+        wanted = entries[0]["digest"]
+    raise RegistryError(f"{image}: a manifest list inside a manifest list")
 
 
 class Client:
@@ -246,3 +286,7 @@ class Client:
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))
+
+    def image_size(self, image: str, arch: str = "") -> int:
+        auths, timeout, ctx = self._ready(image)
+        return image_size(image, auths, arch, timeout, ctx)

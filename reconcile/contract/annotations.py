@@ -28,6 +28,13 @@ ARCH = PREFIX + "arch"
 OS_STREAM = PREFIX + "os-stream"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = PREFIX + "builder-image"
+#: on a build object: its disk figures and where they came from (imagebuild/disk.py), said again
+#: when it runs out of disk space (imagebuild/diskspace.py)
+DISK = PREFIX + "disk"
+#: on the pool and its build Pod: the storage its builds keep images in, `PersistentVolumeClaim/<name>`
+#: (buildStorage: persistent), or `emptyDir: <why>` where persistent storage was asked for and
+#: cannot be had (core/storage.py); absent with buildStorage: emptyDir
+BUILD_STORAGE = PREFIX + "build-storage"
 #: with `rollout: machineconfig`: `<rendered config>=<image>`, the osImageURL the pool's rendered
 #: config (`spec.configuration.name`) held when a run last read it (core/rolloutcheck.py), so a
 #: steady run reads no MachineConfig to know it

@@ -13,6 +13,8 @@ KINDS: dict[str, tuple[str, bool, str]] = {
     "ConfigMap": ("v1", True, "configmaps"),
     "Secret": ("v1", True, "secrets"),
     "Pod": ("v1", True, "pods"),
+    "PersistentVolumeClaim": ("v1", True, "persistentvolumeclaims"),
+    "StorageClass": ("storage.k8s.io/v1", False, "storageclasses"),
     "Event": ("v1", True, "events"),
     "Lease": ("coordination.k8s.io/v1", True, "leases"),
     "Build": ("build.openshift.io/v1", True, "builds"),
@@ -40,6 +42,18 @@ def valid_namespace(value: str) -> bool:
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
+
+
+def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's spec ({} when it is missing or not a map: a live object may hold anything)."""
+    value = obj.get("spec")
+    return value if isinstance(value, Mapping) else {}
+
+
+def volumes(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A Pod's spec.volumes that are maps."""
+    found = spec(obj).get("volumes")
+    return [v for v in found if isinstance(v, Mapping)] if isinstance(found, list) else []
 
 
 def name(obj: Mapping[str, Any]) -> str:

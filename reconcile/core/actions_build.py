@@ -11,8 +11,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import carryforward, desired, events, images, rollout
-from reconcile.core.actions import WarningNote
+from reconcile.core import carryforward, desired, events, images, rollout, storage
+from reconcile.core.actions import Action, WarningNote
 from reconcile.core.actions_step import (
     Step,
     apply_rollout,
@@ -20,11 +20,12 @@ from reconcile.core.actions_step import (
     ensure,
     patch_annotations,
     record_blocked,
+    rfc3339,
     rollout_of,
 )
 from reconcile.core.decision import MISSING
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import architecture
+from reconcile.imagebuild import architecture, builders
 
 
 def built(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
@@ -132,10 +133,19 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     if mc is None or mc is MISSING:
         return record_blocked(s, f"MachineConfig {d.inputs.rendered_config} not found")
     attempt = d.attempt + 1 if retry else 1
+    placed = storage.place(d, material.classes, d.base, builders.storage_driver(d.builder))
     try:
-        want = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, attempt)
+        want = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, attempt, placed)
     except desired.Blocked as err:
         return record_blocked(s, str(err))
+    if placed.told:             # before the record: a rerun after a kill names it the same, and tells it once
+        s.plan.notes.append(placed.told)
+        s.plan.actions.append(Action("create", events.notice(d.pool, storage.REASON, placed.told, placed.told,
+                                                             rfc3339(s.now), s.ann.get(A.TRANSITION, ""),
+                                                             kind="Warning")))
+    if placed.create:           # the volume before the Pod that mounts it
+        s.plan.actions.append(Action("create", placed.create))
+    s.plan.notes += [n for n in (placed.note, f"disk: {placed.disk.figures}") if n]
     ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     why_not = not_reused(d.lookup)
     foreign = images.produced(d.pool, d.inputs.build_id)
@@ -151,6 +161,9 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
                                          architecture.note(d.inputs.arch)) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),
                    A.ATTEMPT: str(attempt)})
+    s.base.pop(A.BUILD_STORAGE, None)       # the earlier attempt's: this build's is its placement's
+    if placed.record:
+        s.base[A.BUILD_STORAGE] = placed.record
     s.record(A.PENDING, message)
     # after the record, so that a run killed in between tells the same story on the next run
     s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))

@@ -37,8 +37,11 @@ class Step:
                                                  **extra}, self.now, reason)
 
     def delete(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Delete these objects, but not one already being deleted (a volume a Pod still mounts,
+        kept by its finalizer): deleting it again changes nothing."""
         for obj in sorted(objs, key=objects.sort_key):
-            self.plan.actions.append(Action("delete", dict(obj)))
+            if not objects.meta(obj).get("deletionTimestamp"):
+                self.plan.actions.append(Action("delete", dict(obj)))
 
 
 def rfc3339(now: datetime) -> str:

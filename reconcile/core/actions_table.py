@@ -16,7 +16,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired
+from reconcile.core import desired, storage
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions_build import (
     built,
@@ -30,7 +30,7 @@ from reconcile.core.actions_build import (
 )
 from reconcile.core.actions_hold import gate
 from reconcile.core.actions_pool import mco_label, opt_out, pool_gone
-from reconcile.core.actions_step import Step, forget, record_blocked
+from reconcile.core.actions_step import Step, forget, pool_patch, record_blocked
 from reconcile.core.decision import MISSING, Decision, decide_cluster
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild import clusterfacts
@@ -63,11 +63,28 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
                      A.ATTEMPT: str(d.attempt)}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
             step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
+        told = objects.annotations(d.build_obj or {}).get(A.BUILD_STORAGE)
+        if told and d.settings.persistent_storage:    # what its build got, if a kill lost the record
+            step.base[A.BUILD_STORAGE] = told
     ACTIONS[d.transition](step, machineconfig, material)
     if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
         forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
+    if d.settings is not None and d.inputs is not None and d.pool is not None:
+        _settle_storage(step)
     gate(step)                                        # after every other write of the pool: core/hold.py
     return step.plan
+
+
+def _settle_storage(step: Step) -> None:
+    """After the pool's record: its build storage volumes that nothing records or mounts go, and
+    without persistent storage the record goes too (core/storage.py)."""
+    d = step.d
+    after = objects.annotations(pool_patch(step.plan, d.pool)[1])
+    deleted = [objects.name(a.obj) for a in step.plan.actions
+               if a.verb == "delete" and a.obj.get("kind") == "Pod"]
+    step.delete(storage.settle(d, storage.recorded(after), deleted))
+    if A.BUILD_STORAGE in after and not d.settings.persistent_storage:
+        forget(step.plan, d.pool, A.BUILD_STORAGE)
 
 
 def blocked(pool: Mapping[str, Any], message: str, now: datetime) -> PoolPlan:

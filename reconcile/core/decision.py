@@ -13,9 +13,9 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck
+from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck, storage
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
-from reconcile.imagebuild import builders, clusterfacts, imagecontent
+from reconcile.imagebuild import builders, clusterfacts, disk, imagecontent
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
 from reconcile.imagebuild.settings import Settings
 
@@ -46,6 +46,11 @@ class Decision:
     #: BUILT, EQUIVALENT: what the pool's rendered config holds, when the shell read it this run
     #: (`rolloutcheck.due`); recorded on the pool
     checked: rolloutcheck.Check | None = None
+    #: the pool's build storage volumes (core/storage.py): not build objects, so in neither
+    #: `current` nor `stale`
+    storage: tuple[Mapping[str, Any], ...] = ()
+    #: START, RETRY: the base image's size, when the shell asked the registry (imagebuild/disk.py)
+    base: disk.BaseSize | None = None
 
     @property
     def needs_build(self) -> bool:
@@ -117,7 +122,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
         return Decision(Transition.BLOCKED, name, pool, problem=why)
     ann = objects.annotations(pool)
     attempt = _attempt(ann, builder, settings.namespace, inp)
-    owned = [o for o in owned if o.get("kind") != rollout.KIND]     # the rollout is not a build object
+    volumes = tuple(o for o in owned if o.get("kind") == storage.KIND)
+    # neither the rollout nor the build storage is a build object
+    owned = [o for o in owned if o.get("kind") not in (rollout.KIND, storage.KIND)]
     current = tuple(o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == inp.build_id)
     stale = tuple(o for o in owned if o not in current)
     build_obj = next((o for o in current if o.get("kind") == builder.kind
@@ -132,7 +139,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            legacy_ref=carried.legacy_ref)
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
-                    observed=observed, rollout=view)
+                    observed=observed, rollout=view, storage=volumes)
 
 
 def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],

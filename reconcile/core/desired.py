@@ -13,19 +13,22 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.contract.objects import valid_name
+from reconcile.core import storage
 from reconcile.imagebuild import (
     architecture,
     auth,
+    builders,
     buildinputs,
     clusterfacts,
     containersconf,
+    disk,
     dockerlint,
     encoding,
     proxy,
     templates,
 )
 from reconcile.imagebuild.builders.base import BuildContext
-from reconcile.imagebuild.settings import CUSTOM_POD_BUILDER, Settings
+from reconcile.imagebuild.settings import CUSTOM_POD_BUILDER, STORAGE_EMPTYDIR, Settings
 
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -154,6 +157,8 @@ class Material:
     problem: str | None = None          # blocks every new build (bad secret, clashing inputs)
     proxy_env: tuple[tuple[str, str], ...] = ()    # the cluster Proxy's settings
     trust_bundle: str | None = None                # the cluster's additional CA bundle
+    #: the StorageClasses, read with `buildStorage: persistent` (None: not read)
+    classes: storage.Classes | None = None
 
 
 def build_name(inp: BuildInputs, attempt: int = 1, build_id: str | None = None) -> str:
@@ -244,12 +249,20 @@ def _auth_secret(name: str, configured: str, role: str, material: Material,
                                    source=configured, **common)
 
 
+def default_placement(settings: Settings, builder: Any) -> storage.Placement:
+    """An emptyDir, sized by the defaults: a build whose base's size and storage nobody asked about."""
+    return storage.Placement(disk.plan(settings, None, STORAGE_EMPTYDIR,
+                                       builders.storage_driver(builder)))
+
+
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
             machineconfig: Mapping[str, Any], material: Material | None = None,
-            attempt: int = 1) -> list[dict[str, Any]]:
-    """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order.
-    Raises Blocked."""
+            attempt: int = 1, placement: storage.Placement | None = None) -> list[dict[str, Any]]:
+    """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
+    `placement`: its storage and disk (core/storage.py; default: `default_placement`). The build
+    object records its disk figures and its storage. Raises Blocked."""
     material = material or Material()
+    placement = placement or default_placement(settings, builder)
     config = (machineconfig.get("spec") or {}).get("config") if isinstance(machineconfig, Mapping) else None
     if not isinstance(config, Mapping):
         raise Blocked(f"MachineConfig {inp.rendered_config}: spec.config is missing or not a JSON object")
@@ -286,7 +299,9 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
     build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)},
-                             **({A.BUILDER_IMAGE: inp.builder_image} if inp.builder_image else {}))
+                             **({A.BUILDER_IMAGE: inp.builder_image} if inp.builder_image else {}),
+                             **({A.DISK: placement.disk.figures} if placement.disk.figures else {}),
+                             **({A.BUILD_STORAGE: placement.record} if placement.record else {}))
     ctx = BuildContext(**dict(common, annotations=build_annotations),
         pool=inp.pool, rendered_config=inp.rendered_config, name=build_name(inp, attempt),
         tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
@@ -297,7 +312,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
         containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch),
-        resources=settings.build_resources, deadline_seconds=settings.build_timeout)
+        resources=disk.resources(settings, placement.disk), deadline_seconds=settings.build_timeout,
+        storage_claim=placement.claim, storage_mount=storage.MOUNT if placement.claim else "")
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
     sealed = (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets, *proxy_secret)
     return [*(naming.seal(o) for o in sealed), builder.render(ctx)]

@@ -68,17 +68,27 @@ _PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
 #: first a node evicts. No CPU limit (throttling only slows it). The deadline bounds a hung build:
 #: the Pod's activeDeadlineSeconds, the Build's completionDeadlineSeconds (OpenShift's default is a
 #: week: openshift-controller-manager pkg/build/controller/strategy/util.go, setupActiveDeadline).
-#: Disk: the build's image storage (vfs, under $HOME) lives on the node's disk, so the container
-#: asks for ephemeral-storage and is evicted past its limit, and the buildah Pod's emptyDirs carry
-#: the limit as their sizeLimit: a build cannot fill the node's disk. Provisional defaults (20Gi,
-#: 80Gi) until the build benchmark of the build-speed issue measures a layered OS build's peak.
+#: Disk: the build's image storage lives on the node's disk (an emptyDir) unless `buildStorage:
+#: persistent`, so the container asks for ephemeral-storage and is evicted past its limit, and the
+#: buildah Pod's emptyDirs carry the limit as their sizeLimit: a build cannot fill the node's disk.
+#: Unset, the two ephemeral-storage keys follow the base image's size (imagebuild/disk.py); the
+#: values here are used when that size cannot be read.
 BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
                    "buildMemoryRequest": ("requests", "memory", "2Gi"),
                    "buildMemoryLimit": ("limits", "memory", "8Gi"),
                    "buildEphemeralStorageRequest": ("requests", "ephemeral-storage", "20Gi"),
                    "buildEphemeralStorageLimit": ("limits", "ephemeral-storage", "80Gi")}
+EPHEMERAL_REQUEST, EPHEMERAL_LIMIT = "buildEphemeralStorageRequest", "buildEphemeralStorageLimit"
+#: Where a build keeps its image storage (key `buildStorage`): `emptyDir`, the default, starts empty
+#: every build (what earlier versions did); `persistent`, one PersistentVolumeClaim per pool that
+#: outlives the build Pod, so that a rebuild reuses the base image it pulled before
+#: (core/storage.py). `buildStorageClass` names its StorageClass (unset: the cluster's default);
+#: `buildStorageSize` its size (unset: from the base image's size, imagebuild/disk.py).
+STORAGE_KEY, STORAGE_CLASS, STORAGE_SIZE = "buildStorage", "buildStorageClass", "buildStorageSize"
+STORAGE_EMPTYDIR, STORAGE_PERSISTENT = "emptyDir", "persistent"
+STORAGE_MODES = (STORAGE_EMPTYDIR, STORAGE_PERSISTENT)
 BUILD_TIMEOUT_KEY, DEFAULT_BUILD_TIMEOUT = "buildTimeoutSeconds", 7200
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
 class SettingsError(ValueError):
@@ -104,6 +114,16 @@ class Settings:
     build_timeout: int = DEFAULT_BUILD_TIMEOUT
     rollout_gate: str = GATE_HOLD
     hold_timeout: int = DEFAULT_HOLD_TIMEOUT
+    #: the BUILD_RESOURCES keys set in the ConfigMap (the others are defaults: for ephemeral-storage,
+    #: used only when the base image's size is unknown)
+    explicit: frozenset[str] = frozenset()
+    build_storage: str = STORAGE_EMPTYDIR
+    storage_class: str = ""
+    storage_size: str = ""
+
+    @property
+    def persistent_storage(self) -> bool:
+        return self.build_storage == STORAGE_PERSISTENT
 
     @property
     def machineconfig_rollout(self) -> bool:
@@ -196,21 +216,39 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
         rollout_gate=gate, hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
+        explicit=frozenset(k for k in BUILD_RESOURCES if str(build.get(k) or "").strip()),
+        **_storage(build),
     )
+
+
+def _storage(build: Mapping[str, str]) -> dict[str, str]:
+    mode = str(build.get(STORAGE_KEY) or "").strip() or STORAGE_EMPTYDIR
+    if mode not in STORAGE_MODES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {STORAGE_KEY!r}: unknown value {mode!r} "
+                            f"(want one of {', '.join(STORAGE_MODES)})")
+    name = str(build.get(STORAGE_CLASS) or "").strip()
+    if name and not objects.valid_name(name):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {STORAGE_CLASS!r}: {name!r} is not a "
+                            "StorageClass name (lowercase RFC 1123)")
+    size = str(build.get(STORAGE_SIZE) or "").strip()
+    if size and (not QUANTITY.match(size) or amount(size) < 1):
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {STORAGE_SIZE!r}: {size!r} is not a size "
+                            "(e.g. 100Gi)")
+    return {"build_storage": mode, "storage_class": name, "storage_size": size}
 
 
 def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for key, (kind, resource, default) in BUILD_RESOURCES.items():
         value = str(build.get(key) or "").strip() or default
-        if not _QUANTITY.match(value):
+        if not QUANTITY.match(value):
             raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a quantity "
                                 "(e.g. 500m, 2, 4Gi)")
         out[kind][resource] = value
     for resource, request, limit in (("memory", "buildMemoryRequest", "buildMemoryLimit"),
-                                     ("ephemeral-storage", "buildEphemeralStorageRequest",
-                                      "buildEphemeralStorageLimit")):
-        if _amount(out["requests"][resource]) > _amount(out["limits"][resource]):
+                                     ("ephemeral-storage", EPHEMERAL_REQUEST, EPHEMERAL_LIMIT)):
+        derived = resource == "ephemeral-storage" and not (build.get(request) and build.get(limit))
+        if not derived and amount(out["requests"][resource]) > amount(out["limits"][resource]):
             raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {request} {out['requests'][resource]} is "
                                 f"more than {limit} {out['limits'][resource]} (the API server refuses "
                                 "the Pod)")
@@ -221,8 +259,9 @@ _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, 
            "m": 10**-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
-def _amount(quantity: str) -> float:
-    number = re.match(r"^[0-9.]+", quantity).group()             # _QUANTITY matched already
+def amount(quantity: str) -> float:
+    """The value of a quantity that matched QUANTITY, in its base unit."""
+    number = re.match(r"^[0-9.]+", quantity).group()             # QUANTITY matched already
     return float(number) * _SUFFIX[quantity[len(number):]]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.core import decision, desired, rollout
+from reconcile.core import decision, desired, rollout, storage
 from reconcile.core.actions import PoolPlan
 from reconcile.imagebuild import proxy
 
@@ -53,7 +53,8 @@ def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
                 mc = machineconfig(d.inputs.rendered_config)
                 if not mc:
                     raise desired.Blocked(f"MachineConfig {d.inputs.rendered_config} not found")
-                made = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, d.attempt)
+                made = desired.objects(d.settings, d.pool, d.inputs, d.builder, mc, material, d.attempt,
+                                       storage.placement_of(d.build_obj) if d.build_obj else None)
             except desired.Blocked as err:
                 problems.append(f"pool {plan.pool}: {err}")
                 continue

@@ -127,7 +127,36 @@ def global_pull_secret(real) -> bool:
     return code == 0 and real.ann().get(A.STATE) == A.PENDING
 
 
+def build_storage(real) -> bool:
+    """buildStorage: persistent: the default StorageClass listed, the pool's volume made (its
+    create's response lost once: adopted), kept after the success, deleted once the setting is off."""
+    from tests.unit.test_storage import GP3
+    real.seed(F.cluster(extra=[GP3], settings=[F.build_config(buildStorage="persistent"), F.osimageurl(),
+                                               F.secret("pull-secret"), F.secret("push-secret")]))
+    original, lost = live.LiveCluster.create, []
+
+    def create(self, obj):
+        if obj["kind"] == "PersistentVolumeClaim" and not lost:
+            lost.append(original(self, obj))            # made, but its answer never arrived
+        return original(self, obj)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(live.LiveCluster, "create", create)
+        codes = [real.run()[0]]
+    made = [o["metadata"]["uid"] for o in real.owned() if o["kind"] == "PersistentVolumeClaim"]
+    real.finish("Succeeded")
+    codes.append(real.run()[0])
+    kept = [o["metadata"]["uid"] for o in real.owned() if o["kind"] == "PersistentVolumeClaim"]
+    config = real.api.get("ConfigMap", F.NS, "on-cluster-build-config")
+    del config["data"]["buildStorage"]
+    real.api.request("PUT", real.api.path("ConfigMap", F.NS, "on-cluster-build-config"), config)
+    codes.append(real.run()[0])
+    gone = [o for o in real.owned() if o["kind"] == "PersistentVolumeClaim"
+            and not o["metadata"].get("deletionTimestamp")]         # its finalizer keeps it Terminating
+    return codes == [0, 0, 0] and len(made) == 1 and kept == made and not gone and bool(lost)
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secret": global_pull_secret,
+             "build-storage": build_storage,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "drift-and-conflict": drift_and_conflict, "lease-takeover": lease_takeover,
              "adoption-pod": adoption("custom-pod-builder"),

@@ -174,7 +174,25 @@ def global_pull_secret(authorize, tmp_path):
     return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.PENDING
 
 
+def build_storage(authorize, tmp_path):
+    """buildStorage: persistent: the default StorageClass listed, the pool's volume made (its
+    create's response lost once: adopted), kept after the success, deleted once the setting is off."""
+    from tests.unit.test_storage import GP3
+    settings = [F.build_config(buildStorage="persistent"), F.osimageurl(), F.secret("pull-secret"),
+                F.secret("push-secret")]
+    lost = Fault("drop-response", match=lambda v, r, ns, n: v == "create" and r == "persistentvolumeclaims")
+    code, items = run(F.cluster(settings=settings, extra=[GP3]), authorize, tmp_path, [lost])
+    made = [o for o in items if o["kind"] == "PersistentVolumeClaim"]
+    code2, items = run(phase(items, "Succeeded"), authorize, tmp_path)
+    kept = [o for o in items if o["kind"] == "PersistentVolumeClaim"]
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"].pop("buildStorage")
+    code3, items = run(items, authorize, tmp_path)
+    return (code, code2, code3) == (0, 0, 0) and len(made) == 1 and kept == made and \
+        not [o for o in items if o["kind"] == "PersistentVolumeClaim"]
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": cluster_proxy,
+             "build-storage": build_storage,
              "global-pull-secret": global_pull_secret,
              "pruning": pruning,
              "lifecycle-build": lifecycle("openshift-image-builder"),

@@ -49,6 +49,8 @@ RESOURCES = [
     Resource("", "v1", "configmaps", "ConfigMap", True, short=("cm",)),
     Resource("", "v1", "secrets", "Secret", True),
     Resource("", "v1", "pods", "Pod", True, status=True, short=("po",)),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, status=True, short=("pvc",)),
+    Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short=("sc",)),
     Resource("", "v1", "events", "Event", True, short=("ev",)),
     Resource("", "v1", "namespaces", "Namespace", False, status=True, short=("ns",)),
     Resource("", "v1", "nodes", "Node", False, status=True, short=("no",)),

@@ -167,26 +167,37 @@ def require_registry() -> None:
         pytest.skip(message)
 
 
-def push_image(registry: Registry, repo: str, marker: str, labels: dict[str, str] | None = None) -> str:
-    """Push a one-layer image (a file `/marker`; its config's labels `marker` and `labels`, e.g.
-    our build-id label, as the build's Dockerfile sets it) through the registry API alone; returns
-    the manifest digest the registry answers with (Docker-Content-Digest)."""
+def upload_blob(registry: Registry, repo: str, data: bytes) -> dict[str, Any]:
+    """A blob pushed through the registry API (monolithic upload): its digest and size."""
     import hashlib
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    with urllib.request.urlopen(urllib.request.Request(
+            f"{registry.url}/v2/{repo}/blobs/uploads/", method="POST", data=b""), context=registry.context) as resp:
+        location = resp.headers["Location"]
+    location = location if location.startswith("http") else f"{registry.url}{location}"
+    sep = "&" if "?" in location else "?"
+    urllib.request.urlopen(urllib.request.Request(
+        f"{location}{sep}digest={digest}", method="PUT", data=data,
+        headers={"Content-Type": "application/octet-stream"}), context=registry.context).close()
+    return {"digest": digest, "size": len(data)}
+
+
+def put_manifest(registry: Registry, repo: str, ref: str, manifest: dict[str, Any]) -> str:
+    """PUT a manifest (or index) under a tag; the digest the registry answers with."""
+    request = urllib.request.Request(
+        f"{registry.url}/v2/{repo}/manifests/{ref}", method="PUT", data=json.dumps(manifest).encode(),
+        headers={"Content-Type": manifest["mediaType"]})
+    with urllib.request.urlopen(request, context=registry.context) as resp:
+        return resp.headers["Docker-Content-Digest"]
+
+
+def push_image(registry: Registry, repo: str, marker: str, labels: dict[str, str] | None = None,
+               layers: tuple[bytes, ...] = (), arch: str = "amd64") -> str:
+    """Push an image (a gzipped layer holding a file `/marker`, then `layers` as they are; its
+    config's labels `marker` and `labels`, e.g. our build-id label, as the build's Dockerfile sets
+    it) through the registry API alone; returns the manifest digest the registry answers with
+    (Docker-Content-Digest)."""
     import io
-
-    base, context = registry.url, registry.context
-
-    def blob(data: bytes) -> dict[str, Any]:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        with urllib.request.urlopen(urllib.request.Request(
-                f"{base}/v2/{repo}/blobs/uploads/", method="POST", data=b""), context=context) as resp:
-            location = resp.headers["Location"]
-        location = location if location.startswith("http") else f"{base}{location}"
-        sep = "&" if "?" in location else "?"
-        urllib.request.urlopen(urllib.request.Request(
-            f"{location}{sep}digest={digest}", method="PUT", data=data,
-            headers={"Content-Type": "application/octet-stream"}), context=context).close()
-        return {"digest": digest, "size": len(data)}
 
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w:gz") as tar:
@@ -194,17 +205,13 @@ def push_image(registry: Registry, repo: str, marker: str, labels: dict[str, str
         info = tarfile.TarInfo("marker")
         info.size = len(content)
         tar.addfile(info, io.BytesIO(content))
-    layer_ref = blob(layer.getvalue())
-    config = blob(json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+    refs = [upload_blob(registry, repo, data) for data in (layer.getvalue(), *layers)]
+    config = upload_blob(registry, repo, json.dumps({"architecture": arch, "os": "linux", "rootfs": {
         "type": "layers", "diff_ids": []}, "config": {"Labels": {"marker": marker, **(labels or {})}}}).encode())
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "config": dict(config, mediaType="application/vnd.docker.container.image.v1+json"),
-                "layers": [dict(layer_ref, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip")]}
-    request = urllib.request.Request(
-        f"{base}/v2/{repo}/manifests/{marker}", method="PUT", data=json.dumps(manifest).encode(),
-        headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, context=context) as resp:
-        return resp.headers["Docker-Content-Digest"]
+    return put_manifest(registry, repo, marker, {
+        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": dict(config, mediaType="application/vnd.docker.container.image.v1+json"),
+        "layers": [dict(r, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip") for r in refs]})
 
 
 def delete_manifest(registry: Registry, repo: str, digest: str) -> None:

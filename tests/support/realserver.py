@@ -45,8 +45,11 @@ HERE = Path(__file__).resolve().parent.parent / "tools" / "realapi"
 REQUIRE = "OCL_REALAPI"
 ADMIN_TOKEN = "ocl-test-admin-token"
 RECONCILER = f"system:serviceaccount:{F.NS}:ocl-reconciler"
+#: StorageObjectInUseProtection puts the pvc-protection finalizer on every PersistentVolumeClaim
+#: (kubernetes/kubernetes plugin/pkg/admission/storage/storageobjectinuseprotection): with no
+#: controller here to take it off, a deleted one stays Terminating, as one a Pod still mounts does
 ADMISSION = ("NamespaceLifecycle,ServiceAccount,PodSecurity,OwnerReferencesPermissionEnforcement,"
-             "DefaultTolerationSeconds,LimitRanger")
+             "DefaultTolerationSeconds,LimitRanger,StorageObjectInUseProtection")
 #: openshift/api's CRDs (MachineConfigPool, MachineConfig, and OSImageStream: openshift/api
 #: machineconfiguration/v1 types_osimagestream.go, its CRD as ../shared/schemas keeps it, approved in
 #: openshift/api#2555) and the Proxy re-expressed here
@@ -704,7 +707,7 @@ class RealAPI:
     def items(self) -> list[dict[str, Any]]:
         """Everything a scenario looks at, as a snapshot would hold it."""
         out = []
-        for kind in ("ConfigMap", "Secret", "Pod", "Build", "Event", "Lease"):
+        for kind in ("ConfigMap", "Secret", "Pod", "Build", "PersistentVolumeClaim", "Event", "Lease"):
             for ns in SCENARIO_NAMESPACES:
                 out += [o for o in self.list(kind, ns) if (kind, o["metadata"]["name"]) not in KEEP]
         for kind in ("MachineConfigPool", "MachineConfig", "Proxy", "Node"):
@@ -721,10 +724,18 @@ class RealAPI:
                     name = obj["metadata"]["name"]
                     if (kind, name) in KEEP:
                         continue
+                    if obj["metadata"].get("finalizers"):       # a volume's pvc-protection: no controller here
+                        self.release(kind, ns, name)
                     self.request("DELETE", self.path(kind, ns, name), {"gracePeriodSeconds": 0},
                                  ok=(404,))
         if (self.get("OSImageStream", "", "cluster") or {}).get("status"):
             self.write_streams(BARE_STREAMS)
+
+    def release(self, kind: str, namespace: str, name: str) -> None:
+        """What a controller does once it lets go: the object's finalizers removed (a deleted one
+        is then gone)."""
+        self.request("PATCH", self.path(kind, namespace, name), {"metadata": {"finalizers": None}},
+                     content_type="application/merge-patch+json", ok=(404,))
 
     # clients ----------------------------------------------------------------------------------
     def kubeconfig(self, path: Path, token: str = ADMIN_TOKEN, user: str = "admin") -> str:

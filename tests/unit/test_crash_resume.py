@@ -10,7 +10,7 @@ import pytest
 
 from reconcile.cluster import ClusterError, apply, observe
 from reconcile.cluster.memory import MemoryCluster
-from tests.standin.test_fault_matrix import SCENARIOS, comparable, history
+from tests.standin.test_fault_matrix import SCENARIOS, comparable, history, new_config, opt_out, phase
 from tests.support import factory as F
 
 
@@ -48,11 +48,36 @@ def one_run(cluster):
     return apply.execute(cluster, planner.plan(), F.NOW, planner)
 
 
+def persistent(items):
+    """buildStorage: persistent, with a default StorageClass (core/storage.py)."""
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorage"] = "persistent"
+    items.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
+        "name": "gp3-csi", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}})
+
+
+def bigger(items):
+    """A larger volume wanted for the next build: the pool's volume is replaced."""
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorageSize"] = "500Gi"
+    F.the_pool(items)["spec"]["configuration"]["name"] = "rendered-worker-3"
+    items.append(F.machineconfig("rendered-worker-3"))
+
+
+def back_to_emptydir(items):
+    del next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorage"]
+
+
+#: the build storage's lifecycle: made, kept, not mounted while the interrupted build's Pod runs,
+#: replaced, removed with the setting, and again with the opt-out
+STORAGE = {"storage-kept-replaced-removed": [persistent, phase("Running"), new_config, phase("Succeeded"),
+                                              bigger, phase("Succeeded"), back_to_emptydir],
+           "storage-opt-out": [persistent, phase("Succeeded"), new_config, phase("Running"), opt_out]}
+
+
 @pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS) + sorted(STORAGE))
 def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, builder, scenario):
     monkeypatch.setattr(F, "BUILDER", builder)
-    steps = SCENARIOS[scenario]
+    steps = SCENARIOS.get(scenario) or STORAGE[scenario]
     def fault_free(items):
         cluster = MemoryCluster(items, clock=lambda: F.NOW)
         one_run(cluster)

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconcile.imagebuild import settings
 from reconcile.imagebuild.builders import build, pod
-from reconcile.imagebuild.builders.base import BuildContext, Builder
+from reconcile.imagebuild.builders.base import STORAGE_MOUNT, BuildContext, Builder
 
 #: Each builder module is a `Builder` (base.py): a module satisfies the protocol by its attributes.
 BUILDERS: dict[str, Builder] = {settings.CUSTOM_POD_BUILDER: pod,      # type: ignore[dict-item]
@@ -22,11 +22,12 @@ def for_type(builder_type: str) -> Builder:
 @functools.cache
 def sample_pod() -> dict[str, Any]:
     """A build Pod rendered with placeholder inputs: what every build Pod has (its env names, mount
-    paths, ServiceAccount). Do not change it: it is cached."""
+    paths, ServiceAccount), build storage included. Do not change it: it is cached."""
     ctx = BuildContext(**{f: "x" for f in ("namespace", "pool", "rendered_config", "name", "tag",
                                             "dockerfile_configmap", "pull_secret", "push_secret",
                                             "buildah_image")},
-                       machineconfig_configmaps=("x",), labels={}, annotations={}, owner={})
+                       machineconfig_configmaps=("x",), labels={}, annotations={}, owner={},
+                       storage_claim="x", storage_mount=STORAGE_MOUNT)
     return pod.render(ctx)
 
 
@@ -37,3 +38,12 @@ def reserved() -> tuple[frozenset[str], frozenset[str]]:
     (container,) = sample_pod()["spec"]["containers"]
     return (frozenset(e["name"] for e in container["env"]),
             frozenset(m["mountPath"] for m in container["volumeMounts"]))
+
+
+def storage_driver(builder: Builder) -> str:
+    """The storage driver a builder's build keeps images with: the buildah Pod's STORAGE_DRIVER;
+    "" for an OpenShift Build (its builder chooses)."""
+    if builder is not pod:
+        return ""
+    (container,) = sample_pod()["spec"]["containers"]
+    return next((e.get("value", "") for e in container["env"] if e["name"] == "STORAGE_DRIVER"), "")

@@ -10,6 +10,13 @@ from typing import Any, Protocol
 
 from reconcile.imagebuild.buildinputs import Mount
 
+#: Where a build Pod mounts its pool's build storage (core/storage.py), given to build-pod.sh as
+#: BUILD_STORAGE_DIR: buildah's rootless data directory ($XDG_DATA_HOME, its image store under
+#: containers/storage), where the MCO's build Pod mounts its storage too
+#: (openshift/machine-config-operator pkg/controller/build/buildrequest/buildrequest.go:
+#: /home/build/.local/share/containers)
+STORAGE_MOUNT = "/home/build/.local/share"
+
 
 @dataclass(frozen=True)
 class BuildContext:
@@ -36,6 +43,9 @@ class BuildContext:
     #: requests and limits, and the deadline in seconds (settings: the same for both builders)
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     deadline_seconds: int = 0
+    #: the pool's build storage, a PersistentVolumeClaim ("": an emptyDir), and where it is mounted
+    storage_claim: str = ""
+    storage_mount: str = ""
 
 
 #: Failures of the infrastructure rather than of the build: worth another attempt.

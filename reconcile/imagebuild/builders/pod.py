@@ -7,7 +7,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.imagebuild import imageref, templates
+from reconcile.imagebuild import diskspace, imageref, templates
 from reconcile.imagebuild.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Pod"
@@ -49,18 +49,35 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
                                              "in its termination message")
     if phase == "Failed":
         term = _terminated(pod)
+        lost = status.get("reason") in LOST
         pod_reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p)
-        reason = last_line(term.get("message", "")) or term.get("reason") or pod_reason or "no reason given"
-        code = term.get("exitCode")
-        suffix = f" (exit code {code})" if code is not None else ""
-        transient = status.get("reason") in LOST or transient_text(term.get("message", ""))
-        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{suffix}: {reason}"),
+        log = last_line(term.get("message", ""))
+        disk = diskspace.diagnose(status.get("reason") == "Evicted", status.get("message", ""), log,
+                                  _claims(pod))
+        if disk is not None:
+            code = "" if status.get("reason") == "Evicted" else _code(term)
+            return BuildStatus(A.FAILED, transient=disk.transient, message=A.one_line(
+                f"build {where} failed{code}: {disk.describe(objects.annotations(pod).get(A.DISK, ''))}"))
+        # the kubelet kills an evicted (lost) Pod's container: its `Error` says less than the Pod's reason
+        reason = (pod_reason if lost else "") or log or term.get("reason") or pod_reason or "no reason given"
+        transient = lost or transient_text(term.get("message", ""))
+        code = "" if lost else _code(term)
+        return BuildStatus(A.FAILED, message=A.one_line(f"build {where} failed{code}: {reason}"),
                            transient=transient)
     waiting = _waiting(pod)
     if waiting.get("reason") in PULL_BACK_OFF:
         return BuildStatus(A.FAILED, transient=True, message=A.one_line(
             f"build {where}: {waiting['reason']} on the builder image: {waiting.get('message', '')}"))
     return BuildStatus(A.PENDING)
+
+
+def _code(term: Mapping[str, Any]) -> str:
+    return f" (exit code {term['exitCode']})" if term.get("exitCode") is not None else ""
+
+
+def _claims(pod: Mapping[str, Any]) -> bool:
+    """Does the Pod keep its image storage on a PersistentVolumeClaim?"""
+    return any("persistentVolumeClaim" in v for v in objects.volumes(pod))
 
 
 #: Pod status reasons that mean the node or the kubelet lost the Pod, not that the build failed.

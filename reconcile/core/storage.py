@@ -1,0 +1,208 @@
+"""A pool's build storage (`buildStorage: persistent`): one PersistentVolumeClaim per pool that
+outlives the build Pod, mounted where buildah keeps its images, so that a rebuild reuses the base
+image an earlier build pulled.
+
+Per pool, not per architecture: pools build at once (an upgrade re-renders every pool), and one
+volume for several would make the others wait or go without it; a pool's volume holds its own
+base and layers only, and goes with the pool.
+
+**One build at a time.** ReadWriteOnce is per node: two Pods on one node can both mount it. So a
+new build Pod mounts it only when none of our Pods that mount it may still run (phase neither
+Succeeded nor Failed; one being deleted counts until it is gone): runs are serialised by the Lease
+and only runs create build Pods, so none appears between this run's LIST and its create. Otherwise
+(a build interrupted by new inputs whose Pod is still stopping) the new build gets an emptyDir,
+saying so.
+
+**Which volume.** Its name, `ocl-storage-<pool>-<hash>`, hashes what makes a volume fit: its
+StorageClass, its size and the builder image (a store another buildah wrote, perhaps under other
+subordinate ids, is not reused). A live one of the same class and builder image, at least as
+large as wanted (of any size when the base's size is unknown: a failed read never throws the
+cache away), is kept; else a new one is made before the build Pod. The pool records the one its
+build uses (`ocl-reconciler.io/build-storage`); every other of the pool's volumes no Pod of ours
+mounts is deleted after the state is recorded. Deleting one a Pod still mounts is safe: the
+pvc-protection finalizer keeps it until that Pod is gone (kubernetes/kubernetes v1.34.2
+pkg/controller/volume/pvcprotection/pvc_protection_controller.go). One being deleted is never
+mounted (the scheduler refuses it, "persistentvolumeclaim ... is being deleted":
+pkg/scheduler/framework/plugins/volumebinding/volume_binding.go) nor deleted again.
+
+**Falling back.** Without a usable StorageClass (none named and no default, the named one absent,
+the StorageClasses unreadable) or with an OpenShift Build (it has no such volume:
+docs/openshift-build.md) the build gets an emptyDir; the pool records why, and a Warning Event
+says it once, when that record changes. With `buildStorage: emptyDir` the pool's volumes go.
+
+Pure: the StorageClasses are read by the shell (cluster/observe.py) when a build is due."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects
+from reconcile.imagebuild import disk, settings, templates
+from reconcile.imagebuild.builders.base import STORAGE_MOUNT
+
+KIND = "PersistentVolumeClaim"
+#: Where the build Pod mounts it (imagebuild/builders/base.py)
+MOUNT = STORAGE_MOUNT
+#: The Warning Event that says once why a pool's builds use an emptyDir instead.
+REASON = "BuildStorageFallback"
+#: What a pool's record says of a volume: `PersistentVolumeClaim/<name>`.
+RECORDED = KIND + "/"
+#: A StorageClass is the default with either annotation set to "true"; of several, the newest
+#: (then the first by name), as the DefaultStorageClass admission plugin picks it (kubernetes/
+#: kubernetes v1.34.2 pkg/volume/util/storageclass.go, GetDefaultClass, IsDefaultAnnotation).
+DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class",
+                 "storageclass.beta.kubernetes.io/is-default-class")
+_RUNNING = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The cluster's StorageClasses (metadata), or why they could not be read."""
+    items: tuple[Mapping[str, Any], ...] = ()
+    problem: str = ""
+
+
+def default_class(items: Iterable[Mapping[str, Any]]) -> str | None:
+    found = [c for c in items if any(objects.annotations(c).get(k) == "true" for k in DEFAULT_CLASS)]
+    found.sort(key=objects.name)
+    found.sort(key=lambda c: objects.meta(c).get("creationTimestamp") or "", reverse=True)
+    return objects.name(found[0]) if found else None
+
+
+def _class(found: settings.Settings, classes: Classes | None) -> tuple[str | None, str]:
+    """(the StorageClass to use, or None with why not)."""
+    if classes is None or classes.problem:
+        return None, f"cannot list StorageClasses: {classes.problem if classes else 'not read'}"
+    if found.storage_class:
+        if found.storage_class in {objects.name(c) for c in classes.items}:
+            return found.storage_class, ""
+        return None, f"StorageClass {found.storage_class} ({settings.STORAGE_CLASS}) not found"
+    name = default_class(classes.items)
+    if name is None:
+        return None, f"the cluster has no default StorageClass; set {settings.STORAGE_CLASS}"
+    return name, ""
+
+
+def claim_of(obj: Mapping[str, Any] | None) -> str:
+    """The PersistentVolumeClaim a build Pod mounts ("": none)."""
+    for volume in objects.volumes(obj or {}):
+        if isinstance(volume.get("persistentVolumeClaim"), Mapping):
+            return str(volume["persistentVolumeClaim"].get("claimName") or "")
+    return ""
+
+
+def recorded(ann: Mapping[str, str]) -> str:
+    """The volume the pool's record names ("": none)."""
+    value = ann.get(A.BUILD_STORAGE) or ""
+    return value[len(RECORDED):] if value.startswith(RECORDED) else ""
+
+
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(objects.meta(obj).get("deletionTimestamp"))
+
+
+def _size(obj: Mapping[str, Any]) -> float:
+    resources = objects.spec(obj).get("resources")
+    requests = resources.get("requests") if isinstance(resources, Mapping) else None
+    wanted = str(requests.get("storage") or "") if isinstance(requests, Mapping) else ""
+    return settings.amount(wanted) if settings.QUANTITY.match(wanted) else 0.0     # not ours: never kept
+
+
+def name(pool: str, storage_class: str, size: str, builder_image: str) -> str:
+    return naming.object_name("storage", pool, naming.build_id(
+        {"class": storage_class, "size": size, "builder": builder_image})[:10])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a new build keeps its images: `claim` ("": an emptyDir), the volume to create first
+    (`create`), the pool's record once the build starts (`record`: None leaves it as it is), what
+    is said once (`told`: a fallback's Warning Event) and what the run says of it (`note`: why
+    this build goes without the pool's volume)."""
+    disk: disk.Disk
+    claim: str = ""
+    create: dict[str, Any] | None = None
+    record: str | None = None
+    told: str = ""
+    note: str = ""
+
+
+def placement_of(obj: Mapping[str, Any]) -> Placement:
+    """The placement a live build object was made with (its volume, its disk as its spec and its
+    record say), so that it renders again as it was created."""
+    spec = objects.spec(obj)
+    containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
+    first = containers[0] if containers and isinstance(containers[0], Mapping) else {}
+    res = first.get("resources") if obj.get("kind") == "Pod" else spec.get("resources")
+    res = res if isinstance(res, Mapping) else {}
+
+    def quantity(kind: str) -> str:
+        values = res.get(kind)
+        return str(values.get("ephemeral-storage") or "") if isinstance(values, Mapping) else ""
+    ann = objects.annotations(obj)
+    return Placement(disk.Disk(quantity("requests"), quantity("limits"), figures=ann.get(A.DISK, "")),
+                     claim_of(obj), record=ann.get(A.BUILD_STORAGE))
+
+
+def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: str) -> Placement:
+    """The storage of the build a START or RETRY of decision `d` makes (core/decision.py)."""
+    found, inp = d.settings, d.inputs
+    empty = disk.plan(found, base, settings.STORAGE_EMPTYDIR, driver)
+    if not found.persistent_storage:
+        return Placement(empty)
+    if d.builder.kind != "Pod":
+        return _fallback(d, empty, f"{d.builder.kind}s have no persistent build storage (an OpenShift Build "
+                                   "mounts only Secrets, ConfigMaps and CSI ephemeral volumes, read-only)")
+    storage_class, why = _class(found, classes)
+    if storage_class is None:
+        return _fallback(d, empty, why)
+    want = disk.plan(found, base, settings.STORAGE_PERSISTENT, driver)
+    fits = [v for v in d.storage if not _deleting(v)
+            and objects.spec(v).get("storageClassName") == storage_class
+            and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
+            and (not want.known or _size(v) >= settings.amount(want.volume))]
+    chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)), _size(v)),
+                 default=None)
+    claim = objects.name(chosen) if chosen else name(inp.pool, storage_class, want.volume, inp.builder_image)
+    busy = [o for o in (*d.current, *d.stale) if o.get("kind") == "Pod" and claim_of(o) == claim
+            and ((o.get("status") or {}).get("phase") not in _RUNNING or _deleting(o))]
+    if busy:
+        return Placement(empty, note=f"build storage {KIND}/{claim} is still mounted by "
+                                     f"{objects.ref(busy[0])}: this build uses an emptyDir")
+    if chosen is None and any(objects.name(v) == claim and _deleting(v) for v in d.storage):
+        return Placement(empty, note=f"build storage {KIND}/{claim} is being deleted: this build uses an "
+                                     "emptyDir")
+    create = None if chosen else templates.render_object(
+        "pvc-storage.yaml.j2", name=claim, namespace=found.namespace,
+        labels={naming.MANAGED_BY: naming.MANAGER, naming.POOL_LABEL: naming.pool_label(inp.pool)},
+        annotations={A.BUILDER_IMAGE: inp.builder_image, **_argocd()}, owner=naming.owner_reference(d.pool),
+        storage_class=storage_class, size=want.volume)
+    return Placement(want, claim, create, RECORDED + claim)
+
+
+def _argocd() -> dict[str, str]:
+    """Argo CD's annotations of our objects (contract/naming.py), without the rendered config: the
+    volume outlives builds."""
+    return {k: v for k, v in naming.annotations("", 0).items() if k.startswith("argocd.argoproj.io/")}
+
+
+def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:
+    record = A.one_line(f"emptyDir: {why}")
+    told = "" if objects.annotations(d.pool).get(A.BUILD_STORAGE) == record else \
+        f"{settings.STORAGE_KEY}: persistent, but this pool's builds use an emptyDir: {why}"
+    return Placement(empty, record=record, told=told)
+
+
+def settle(d: Any, recorded_after: str, deleted: Iterable[str] = ()) -> list[Mapping[str, Any]]:
+    """The pool's volumes to delete once its plan recorded `recorded_after` (its record's volume,
+    "": none) and deleted the Pods named in `deleted`: with persistent storage for Pods, those
+    neither recorded nor mounted by a Pod of ours that stays; else all. Volumes being deleted are
+    left to finish."""
+    keep, gone = set(), set(deleted)
+    if d.settings is not None and d.settings.persistent_storage and getattr(d.builder, "kind", "") == "Pod":
+        keep = {recorded_after} | {claim_of(o) for o in (*d.current, *d.stale)
+                                   if o.get("kind") == "Pod" and objects.name(o) not in gone}
+    return [v for v in d.storage if objects.name(v) not in keep and not _deleting(v)]

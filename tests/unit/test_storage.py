@@ -1,0 +1,277 @@
+"""Build storage that outlives the build Pod (`buildStorage: persistent`, core/storage.py): one
+PersistentVolumeClaim per pool, made before the Pod that mounts it, kept between builds, mounted
+by one build Pod at a time, replaced when it no longer fits, gone with the setting, the pool's
+opt-out or the pool; without a StorageClass to use, an emptyDir, said once.
+
+Expected values come from the rules they test: the default StorageClass is the newest of those
+annotated default, then the first by name (kubernetes/kubernetes v1.34.2
+pkg/volume/util/storageclass.go GetDefaultClass); a volume being deleted carries
+metadata.deletionTimestamp until its pvc-protection finalizer is removed
+(pkg/controller/volume/pvcprotection)."""
+
+from __future__ import annotations
+
+import copy
+
+import kubelet
+import pytest
+
+from reconcile.contract import annotations as A
+from reconcile.core import storage
+from reconcile.imagebuild import settings
+from tests.support import factory as F
+
+PVC = "PersistentVolumeClaim"
+
+
+def storage_class(name: str, default: bool = False, created: str = "2026-01-01T00:00:00Z",
+                  beta: bool = False) -> dict:
+    key = storage.DEFAULT_CLASS[1 if beta else 0]
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "creationTimestamp": created,
+                         "annotations": {key: "true"} if default else {}},
+            "provisioner": "ebs.csi.aws.com"}
+
+
+def cluster(*classes: dict, pools=(), **keys: str) -> list[dict]:
+    keys = {"buildStorage": "persistent", **keys}
+    items = F.cluster(*pools, settings=[F.build_config(**keys), F.osimageurl(), F.secret("pull-secret"),
+                                        F.secret("push-secret")])
+    return items + [copy.deepcopy(c) for c in classes]
+
+
+GP3 = storage_class("gp3-csi", default=True)
+
+
+def volumes(items: list[dict], pool: str = "worker") -> list[dict]:
+    return [o for o in F.owned(items, pool) if o["kind"] == PVC]
+
+
+def build_pod(items: list[dict], pool: str = "worker") -> dict:
+    (pod,) = [o for o in F.owned(items, pool) if o["kind"] == "Pod"]
+    return pod
+
+
+def set_phase(items: list[dict], phase: str) -> list[dict]:
+    items = copy.deepcopy(items)
+    for obj in items:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, phase)
+    return items
+
+
+def new_config(items: list[dict], n: int = 2) -> list[dict]:
+    items = copy.deepcopy(items)
+    F.the_pool(items)["spec"]["configuration"]["name"] = f"rendered-worker-{n}"
+    return items + [F.machineconfig(f"rendered-worker-{n}")]
+
+
+def settings_of(items: list[dict], **keys: str | None) -> list[dict]:
+    items = copy.deepcopy(items)
+    data = next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]
+    for key, value in keys.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return items
+
+
+def test_the_default_keeps_todays_emptydir_and_writes_no_record(run_cli):
+    code, items, _ = run_cli.run(F.cluster())
+    assert code == 0 and not volumes(items)
+    pod = build_pod(items)
+    assert [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v] == []
+    # the Pod's spec is the earlier version's: a build it started renders the same (Argo CD)
+    assert "BUILD_STORAGE_DIR" not in {e["name"] for e in pod["spec"]["containers"][0]["env"]}
+    assert "securityContext" not in pod["spec"]
+    assert A.BUILD_STORAGE not in F.the_pool(items)["metadata"]["annotations"]
+
+
+def test_persistent_storage_is_one_volume_made_before_the_pod_and_kept_between_builds(any_cli):
+    code, items, err = any_cli.run(cluster(storage_class("slow"), GP3))
+    assert code == 0, err
+    (pvc,) = volumes(items)
+    name = pvc["metadata"]["name"]
+    assert name.startswith("ocl-storage-worker-")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and pvc["spec"]["storageClassName"] == "gp3-csi"
+    assert pvc["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "ocl-reconciler",
+                                         "ocl-reconciler.io/pool": "worker"}
+    assert pvc["metadata"]["ownerReferences"][0]["kind"] == "MachineConfigPool"
+    pod = build_pod(items)
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": name}} in pod["spec"]["volumes"]
+    (container,) = pod["spec"]["containers"]
+    assert {"name": "storage", "mountPath": "/home/build/.local/share"} in container["volumeMounts"]
+    assert {"name": "BUILD_STORAGE_DIR", "value": "/home/build/.local/share"} in container["env"]
+    # the kubelet changes the group of the volume's root only, never of the layers inside
+    assert pod["spec"]["securityContext"] == {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"}
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"{PVC}/{name}"
+    for phase in ("Running", "Succeeded"):
+        code, items, err = any_cli.run(set_phase(items, phase))
+        assert code == 0, err
+    assert not [o for o in F.owned(items) if o["kind"] == "Pod"] and [v["metadata"]["name"] for v in volumes(items)] == [name]
+    code, items, err = any_cli.run(new_config(items))             # a one-file change: the same volume
+    assert code == 0, err
+    assert [v["metadata"]["name"] for v in volumes(items)] == [name]
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": name}} in build_pod(items)["spec"]["volumes"]
+
+
+@pytest.mark.parametrize("classes, chosen", [
+    # the newest default wins, then the first by name; the beta annotation counts too
+    ([storage_class("a", True, "2026-01-01T00:00:00Z"), storage_class("b", True, "2026-02-01T00:00:00Z")], "b"),
+    ([storage_class("b", True), storage_class("a", True)], "a"),
+    ([storage_class("old", beta=True, default=True), storage_class("plain")], "old"),
+])
+def test_the_default_storage_class_is_the_one_kubernetes_defaults_to(run_cli, classes, chosen):
+    code, items, _ = run_cli.run(cluster(*classes))
+    assert code == 0 and volumes(items)[0]["spec"]["storageClassName"] == chosen
+
+
+def test_a_named_storage_class_wins_over_the_default(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3, storage_class("fast"), buildStorageClass="fast"))
+    assert code == 0 and volumes(items)[0]["spec"]["storageClassName"] == "fast"
+
+
+@pytest.mark.parametrize("classes, keys, why", [
+    ((storage_class("slow"),), {}, "the cluster has no default StorageClass; set buildStorageClass"),
+    ((GP3,), {"buildStorageClass": "fast"}, "StorageClass fast (buildStorageClass) not found"),
+])
+def test_without_a_storage_class_the_build_uses_an_emptydir_and_says_so_once(run_cli, classes, keys, why):
+    code, items, err = run_cli.run(cluster(*classes, **keys))
+    assert code == 0 and not volumes(items)
+    assert not [v for v in build_pod(items)["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"emptyDir: {why}"
+    (told,) = [e for e in F.find(items, "Event") if e["reason"] == storage.REASON]
+    assert told["type"] == "Warning" and why in told["message"] and why in err
+    for step in (lambda i: set_phase(i, "Succeeded"), new_config):       # the next build: not told again
+        code, items, err = run_cli.run(step(items))
+        assert code == 0
+    assert len([e for e in F.find(items, "Event") if e["reason"] == storage.REASON]) == 1 and why not in err
+
+
+def test_an_openshift_build_has_no_persistent_storage_and_says_so(run_cli, monkeypatch):
+    monkeypatch.setattr(F, "BUILDER", "openshift-image-builder")
+    code, items, _ = run_cli.run(cluster(GP3))
+    assert code == 0 and not volumes(items)
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE].startswith(
+        "emptyDir: Builds have no persistent build storage")
+    assert [e["reason"] for e in F.find(items, "Event") if e["type"] == "Warning"] == [storage.REASON]
+
+
+def test_a_new_build_never_mounts_the_volume_a_running_build_still_mounts(run_cli):
+    """ReadWriteOnce lets two Pods on one node mount it: the reconciler does not."""
+    code, items, _ = run_cli.run(cluster(GP3))
+    name = volumes(items)[0]["metadata"]["name"]
+    code, items, err = run_cli.run(new_config(set_phase(items, "Running")))     # interrupts the running build
+    assert code == 0, err
+    pods = [o for o in F.owned(items) if o["kind"] == "Pod"]
+    assert len(pods) == 1 and not [v for v in pods[0]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    ann = F.the_pool(items)["metadata"]["annotations"]
+    assert f"build storage {PVC}/{name} is still mounted by Pod/" in err
+    assert ann[A.BUILD_STORAGE] == f"{PVC}/{name}" and [v["metadata"]["name"] for v in volumes(items)] == [name]
+    code, items, _ = run_cli.run(new_config(set_phase(items, "Succeeded"), 3))   # the next: mounted again
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": name}} in build_pod(items)["spec"]["volumes"]
+
+
+def test_a_volume_that_no_longer_fits_is_replaced_and_the_old_one_goes_after_the_record(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3, buildStorageSize="100Gi"))
+    old = volumes(items)[0]["metadata"]["name"]
+    items = set_phase(items, "Succeeded")
+    code, items, _ = run_cli.run(items)
+    smaller = new_config(settings_of(items, buildStorageSize="50Gi"))            # smaller: kept
+    code, items, _ = run_cli.run(smaller)
+    assert [v["metadata"]["name"] for v in volumes(items)] == [old]
+    code, items, err = run_cli.run(new_config(settings_of(set_phase(items, "Succeeded"), buildStorageSize="200Gi"), 3))
+    assert code == 0, err
+    (new,) = volumes(items)
+    assert new["metadata"]["name"] != old and new["spec"]["resources"]["requests"]["storage"] == "200Gi"
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"{PVC}/{new['metadata']['name']}"
+
+
+def test_another_builder_image_gets_another_volume(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3))
+    old = volumes(items)[0]["metadata"]["name"]
+    items = settings_of(set_phase(items, "Succeeded"), buildahImage="quay.io/buildah/stable:v1.39")
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    (pvc,) = volumes(items)
+    assert pvc["metadata"]["name"] != old
+    assert pvc["metadata"]["annotations"][A.BUILDER_IMAGE] == "quay.io/buildah/stable:v1.39"
+
+
+def deleting(items: list[dict]) -> list[dict]:
+    """The volumes carry deletionTimestamp: deleted while a Pod still mounts them."""
+    items = copy.deepcopy(items)
+    for obj in items:
+        if obj["kind"] == PVC:
+            obj["metadata"].update(deletionTimestamp="2026-11-29T11:00:00Z", finalizers=["kubernetes.io/pvc-protection"])
+    return items
+
+
+def test_a_volume_being_deleted_is_not_mounted_nor_deleted_again(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3))
+    name = volumes(items)[0]["metadata"]["name"]
+    code, items, err = run_cli.run(new_config(deleting(set_phase(items, "Succeeded"))))
+    assert code == 0, err
+    assert not [v for v in build_pod(items)["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert f"build storage {PVC}/{name} is being deleted" in err
+    code, out, _ = run_cli.on(deleting(items), "diff")
+    assert f"{PVC}.ocl-reconciler.{name}" not in out               # no second delete
+
+
+@pytest.mark.parametrize("how", ["emptyDir", "opt-out", "pool-gone"])
+def test_the_volume_goes_with_the_setting_the_opt_out_and_the_pool(run_cli, how):
+    code, items, _ = run_cli.run(cluster(GP3))
+    items = set_phase(items, "Succeeded")
+    code, items, _ = run_cli.run(items)
+    assert volumes(items)
+    if how == "emptyDir":
+        items = settings_of(items, buildStorage=None)
+    elif how == "opt-out":
+        del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+    else:
+        items = [o for o in items if o["kind"] != "MachineConfigPool"]
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert not volumes(items)
+    pools = F.find(items, "MachineConfigPool")
+    assert all(A.BUILD_STORAGE not in p["metadata"]["annotations"] for p in pools)
+    code, out, _ = run_cli.on(items, "diff")
+    assert code == 0, out                                           # converged
+
+
+def test_a_volume_still_mounted_when_the_pool_opts_out_finishes_its_deletion_alone(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3))
+    (pvc,) = volumes(items)
+    del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+    code, items, _ = run_cli.run(set_phase(items, "Running"))
+    assert not volumes(items) and not [o for o in F.owned(items) if o["kind"] == "Pod"]
+    # on a live cluster it stays, Terminating, until the Pod that mounted it is gone
+    code, out, _ = run_cli.on(items + deleting([pvc]), "diff")
+    assert code == 0 and f"{PVC}.ocl-reconciler" not in out, out
+
+
+def test_settings_keys_are_validated_naming_the_key():
+    def read(**keys):
+        return settings.read(F.NS, {"on-cluster-build-config": F.build_config(**keys),
+                                    "machine-config-osimageurl": F.osimageurl()})
+    assert read().build_storage == "emptyDir" and read(buildStorage="persistent").persistent_storage
+    for keys, says in (({"buildStorage": "pvc"}, "key 'buildStorage': unknown value 'pvc'"),
+                       ({"buildStorageClass": "Fast SSD"}, "key 'buildStorageClass'"),
+                       ({"buildStorageSize": "lots"}, "key 'buildStorageSize': 'lots' is not a size")):
+        with pytest.raises(settings.SettingsError, match=says):
+            read(**keys)
+
+
+@pytest.mark.parametrize("kind", ["Pod", PVC])
+@pytest.mark.parametrize("spec", [True, None, "x", {"volumes": [True, {"persistentVolumeClaim": "x"}]}])
+def test_a_mangled_spec_of_ours_is_no_traceback(run_cli, kind, spec):
+    """Found by tests/unit/test_fuzz.py: a build Pod whose spec was set to `true`."""
+    code, items, _ = run_cli.run(cluster(GP3))
+    for obj in items:
+        if obj["kind"] == kind:
+            obj["spec"] = spec
+    code, out, err = run_cli.on(items, "diff")
+    assert code in (0, 1, 2) and "Traceback" not in err, err
+    code, items, err = run_cli.run(items)
+    assert code in (0, 2) and "Traceback" not in err, err
