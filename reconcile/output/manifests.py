@@ -5,7 +5,8 @@ Printing every pool's build objects whatever its state made an auto-syncing Appl
 what the reconciler deleted after a success, and the image was built again, forever. So render
 follows the plan: a pool that is built for its current inputs (BUILT, SUCCEED, REUSE) or Blocked
 prints nothing; a START or RETRY prints what it creates; a build that is running or failed prints
-its live objects that the plan keeps, rendered from the inputs as they were created. Secrets we
+its live objects that the plan keeps, rendered from the inputs as they were created (a Pod with
+its live spec, which cannot change). Secrets we
 would create (registry auth, the proxy's credentials) are named on stderr, never printed, and so
 is any other object holding a URL's credentials (`http://user:password@...`, say in a custom
 Dockerfile): masked, it would be applied broken; the reconciler creates it, and so is the rollout
@@ -34,6 +35,16 @@ def kept(d: decision.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], li
     return created, [o for o in d.current if _key(o) not in gone]
 
 
+def _as_created(made: dict[str, Any], live: Mapping[str, Any]) -> dict[str, Any]:
+    """A live build Pod is printed with its own spec: a Pod's spec cannot change (kubernetes/
+    kubernetes v1.34.2 pkg/apis/core/validation/validation.go, ValidatePodUpdate), so a spec
+    rendered from a newer template (build-pod.sh after an upgrade) could only fail Argo CD's sync
+    until the build ends. Its metadata is rendered, as for every object."""
+    if made.get("kind") != "Pod" or not isinstance(live.get("spec"), Mapping):
+        return made
+    return {**made, "spec": json.loads(json.dumps(live["spec"]))}
+
+
 def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
            machineconfig: Callable[[str], Mapping[str, Any] | None],
            material: desired.Material | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -58,8 +69,8 @@ def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
             except desired.Blocked as err:
                 problems.append(f"pool {plan.pool}: {err}")
                 continue
-            live_keys = {_key(o) for o in live}
-            wanted = [o for o in made if _key(o) in live_keys]          # in creation order
+            by_key = {_key(o): o for o in live}
+            wanted = [_as_created(o, by_key[_key(o)]) for o in made if _key(o) in by_key]  # creation order
             notes += [f"pool {plan.pool}: {objects.ref(o)} not shown: not an object of the current attempt"
                       for o in live if _key(o) not in {_key(w) for w in wanted}]
         for obj in wanted + created:
