@@ -170,6 +170,13 @@ def snapshot() -> dict:
             "machineConfigOperator": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "ef" * 32,
             "infraImage": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "01" * 32}, indent=2)},
             MCO_NS),
+        # the cluster's default StorageClass (an AWS install's): the pools' build storage
+        # (`buildStorage` unset: persistent) is provisioned from it
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": "gp3-csi",
+                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+         "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+         "parameters": {"type": "gp3", "encrypted": "true"}},
         *(node(f"master-{i}", ("master",)) for i in range(3)),
         *(node(f"worker-{i}", ("worker",)) for i in range(3)),
         # infra nodes keep the worker role too: they belong to infra (pkg/helpers/helpers.go)

@@ -200,10 +200,10 @@ def named_machineconfigs(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 def volumes_wanted(found: Settings | Problem, pools: Iterable[dict[str, Any]]) -> bool:
-    """Can there be build storage volumes of ours? With `buildStorage: persistent`, or a pool that
-    records one (the setting was just turned off, or the pool opted out): a steady run with the
-    default `emptyDir` makes no LIST for them. A pool deleted without a run after that takes its
-    volume with it (ownerReference, the garbage collector)."""
+    """Can there be build storage volumes of ours? With `buildStorage: persistent` (the buildah
+    Pod's default), or a pool that records one (the setting was just turned off, or the pool opted
+    out): with `emptyDir` a steady run makes no LIST for them. A pool deleted without a run after
+    that takes its volume with it (ownerReference, the garbage collector)."""
     return (isinstance(found, Settings) and found.persistent_storage) or \
         any(storage.recorded(objects.annotations(p)) for p in pools)
 

@@ -1,6 +1,6 @@
-"""A pool's build storage (`buildStorage: persistent`): one PersistentVolumeClaim per pool that
-outlives the build Pod, mounted where buildah keeps its images, so that a rebuild reuses the base
-image an earlier build pulled.
+"""A pool's build storage (`buildStorage: persistent`, the buildah Pod's default): one
+PersistentVolumeClaim per pool that outlives the build Pod, mounted where buildah keeps its images,
+so that a rebuild reuses the base image an earlier build pulled.
 
 Per pool, not per architecture: pools build at once (an upgrade re-renders every pool), and one
 volume for several would make the others wait or go without it; a pool's volume holds its own
@@ -191,8 +191,9 @@ def _argocd() -> dict[str, str]:
 
 def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:
     record = A.one_line(f"emptyDir: {why}")
+    default = "" if settings.STORAGE_KEY in d.settings.explicit else " (the default)"
     told = "" if objects.annotations(d.pool).get(A.BUILD_STORAGE) == record else \
-        f"{settings.STORAGE_KEY}: persistent, but this pool's builds use an emptyDir: {why}"
+        f"{settings.STORAGE_KEY}: persistent{default}, but this pool's builds use an emptyDir: {why}"
     return Placement(empty, record=record, told=told)
 
 

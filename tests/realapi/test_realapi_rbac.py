@@ -147,7 +147,7 @@ def build_storage(real) -> bool:
     codes.append(real.run()[0])
     kept = [o["metadata"]["uid"] for o in real.owned() if o["kind"] == "PersistentVolumeClaim"]
     config = real.api.get("ConfigMap", F.NS, "on-cluster-build-config")
-    del config["data"]["buildStorage"]
+    config["data"]["buildStorage"] = "emptyDir"
     real.api.request("PUT", real.api.path("ConfigMap", F.NS, "on-cluster-build-config"), config)
     codes.append(real.run()[0])
     gone = [o for o in real.owned() if o["kind"] == "PersistentVolumeClaim"

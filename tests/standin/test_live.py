@@ -20,13 +20,19 @@ def run(server, tmp_path, *extra, timeout="20"):
     return cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", timeout, *extra])
 
 
-def pools(n):
-    return F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)))
+def pools(n, default_storage=False):
+    """`default_storage`: `buildStorage` unset (persistent), with a default StorageClass."""
+    if not default_storage:
+        return F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)))
+    from tests.unit.test_storage import GP3
+    return F.cluster(*(F.pool(f"pool{i}", rendered=f"rendered-pool{i}-1") for i in range(n)),
+                     settings=[F.build_config(buildStorage=None), F.osimageurl(), F.secret("pull-secret"),
+                               F.secret("push-secret")], extra=[copy.deepcopy(GP3)])
 
 
-def steady(n, tmp_path):
+def steady(n, tmp_path, default_storage=False):
     """A cluster where every pool's build is running: the next run has nothing to write."""
-    with APIServer(pools(n), clock=lambda: F.NOW) as server:
+    with APIServer(pools(n, default_storage), clock=lambda: F.NOW) as server:
         assert run(server, tmp_path) == 0
         items = server.items()
     for obj in items:
@@ -42,9 +48,13 @@ def pinned_clock(monkeypatch):
     monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
 
 
+@pytest.mark.parametrize("default_storage", [False, True], ids=["emptyDir", "default-persistent"])
 @pytest.mark.parametrize("n", [1, 50])
-def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n):
-    items = steady(n, tmp_path)
+def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n, default_storage):
+    """docs/design.md: 11 requests; with `buildStorage: persistent`, the default, one more: the
+    labelled LIST of our PersistentVolumeClaims."""
+    items = steady(n, tmp_path, default_storage)
+    assert len([o for o in items if o["kind"] == "PersistentVolumeClaim"]) == (n if default_storage else 0)
     with APIServer(items) as server:
         assert run(server, tmp_path) == 0
         reads = [(r.verb, r.resource, r.query.get("labelSelector"), r.metadata_only)
@@ -60,11 +70,12 @@ def test_steady_run_lists_once_per_kind_and_writes_nothing(tmp_path, n):
             # nodes are not listed: every pool's architecture is recorded
             ("get", "osimagestreams", None, False),
             # what the MCO publishes in its namespace, by name (issue 21: only named gets there)
-            ("get", "configmaps", None, False), ("get", "configmaps", None, False)], key=str)
+            ("get", "configmaps", None, False), ("get", "configmaps", None, False),
+            *[("list", "persistentvolumeclaims", ours, False)] * default_storage], key=str)
         assert guard == [("create", "leases"), ("delete", "leases")]
         assert sorted((r.namespace, r.name) for r in server.log if r.verb == "get" and r.resource == "configmaps") \
             == [(F.MCO_NS, "machine-config-operator-images"), (F.MCO_NS, "machine-config-osimageurl")]
-        assert len(server.log) == 11
+        assert len(server.log) == 11 + default_storage
         assert server.items() == items
 
 

@@ -32,9 +32,17 @@ def configmap(name: str, data: dict[str, str], namespace: str = NS) -> dict[str,
                          "resourceVersion": "10"}, "data": dict(data)}
 
 
+#: The test world's `buildStorage`: emptyDir, so that the suites written before build storage keep
+#: what they count and print (a volume, or the Event that says there is none, per build). The
+#: default, `persistent` (build_config(buildStorage=None)), is tested in tests/unit/test_storage.py,
+#: test_upgrade_storage.py, the RBAC scenarios, tests/standin/test_live.py and the demo.
+BUILD_STORAGE = "emptyDir"
+
+
 def build_config(**overrides: str | None) -> dict[str, Any]:
     data = {"baseImagePullSecretName": "pull-secret", "finalImagePushSecretName": "push-secret",
-            "finalImagePullspec": f"{REPO}:latest", "imageBuilderType": BUILDER}
+            "finalImagePullspec": f"{REPO}:latest", "imageBuilderType": BUILDER,
+            "buildStorage": BUILD_STORAGE}
     data.update(overrides)
     return configmap("on-cluster-build-config", {k: v for k, v in data.items() if v is not None})
 

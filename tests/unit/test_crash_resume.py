@@ -63,7 +63,7 @@ def bigger(items):
 
 
 def back_to_emptydir(items):
-    del next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorage"]
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorage"] = "emptyDir"
 
 
 #: the build storage's lifecycle: made, kept, not mounted while the interrupted build's Pod runs,

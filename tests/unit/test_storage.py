@@ -33,7 +33,8 @@ def storage_class(name: str, default: bool = False, created: str = "2026-01-01T0
             "provisioner": "ebs.csi.aws.com"}
 
 
-def cluster(*classes: dict, pools=(), **keys: str) -> list[dict]:
+def cluster(*classes: dict, pools=(), **keys: str | None) -> list[dict]:
+    """`buildStorage: persistent` set, unless `buildStorage=None` (the default)."""
     keys = {"buildStorage": "persistent", **keys}
     items = F.cluster(*pools, settings=[F.build_config(**keys), F.osimageurl(), F.secret("pull-secret"),
                                         F.secret("push-secret")])
@@ -77,8 +78,26 @@ def settings_of(items: list[dict], **keys: str | None) -> list[dict]:
     return items
 
 
-def test_the_default_keeps_todays_emptydir_and_writes_no_record(run_cli):
-    code, items, _ = run_cli.run(F.cluster())
+def test_the_default_is_the_pools_volume_and_says_so_when_it_falls_back(run_cli):
+    """Unset, `buildStorage` is `persistent` for the buildah Pod (the figures of docs/development.md,
+    "Build cost"): with a default StorageClass the build gets the pool's volume; without one an
+    emptyDir, said once as the default's fallback."""
+    code, items, err = run_cli.run(cluster(GP3, buildStorage=None))
+    assert code == 0, err
+    (pvc,) = volumes(items)
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": pvc["metadata"]["name"]}} in \
+        build_pod(items)["spec"]["volumes"]
+    code, items, err = run_cli.run(cluster(buildStorage=None))
+    assert code == 0 and not volumes(items)
+    why = "the cluster has no default StorageClass; set buildStorageClass"
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"emptyDir: {why}"
+    (told,) = [e for e in F.find(items, "Event") if e["reason"] == storage.REASON]
+    assert told["message"].startswith("buildStorage: persistent (the default), but this pool's builds use an "
+                                      "emptyDir: " + why)
+
+
+def test_buildstorage_emptydir_keeps_the_earlier_versions_pod_and_writes_no_record(run_cli):
+    code, items, _ = run_cli.run(cluster(GP3, buildStorage="emptyDir"))
     assert code == 0 and not volumes(items)
     pod = build_pod(items)
     assert [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v] == []
@@ -86,6 +105,7 @@ def test_the_default_keeps_todays_emptydir_and_writes_no_record(run_cli):
     assert "BUILD_STORAGE_DIR" not in {e["name"] for e in pod["spec"]["containers"][0]["env"]}
     assert "securityContext" not in pod["spec"]
     assert A.BUILD_STORAGE not in F.the_pool(items)["metadata"]["annotations"]
+    assert not [e for e in F.find(items, "Event") if e["reason"] == storage.REASON]
 
 
 def test_persistent_storage_is_one_volume_made_before_the_pod_and_kept_between_builds(any_cli):
@@ -156,6 +176,11 @@ def test_an_openshift_build_has_no_persistent_storage_and_says_so(run_cli, monke
     assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE].startswith(
         "emptyDir: Builds have no persistent build storage")
     assert [e["reason"] for e in F.find(items, "Event") if e["type"] == "Warning"] == [storage.REASON]
+    # unset, an OpenShift Build's default is the emptyDir it always had: nothing to say
+    code, items, _ = run_cli.run(cluster(GP3, buildStorage=None))
+    assert code == 0 and not volumes(items)
+    assert A.BUILD_STORAGE not in F.the_pool(items)["metadata"]["annotations"]
+    assert not [e for e in F.find(items, "Event") if e["reason"] == storage.REASON]
 
 
 def test_a_new_build_never_mounts_the_volume_a_running_build_still_mounts(run_cli):
@@ -226,7 +251,7 @@ def test_the_volume_goes_with_the_setting_the_opt_out_and_the_pool(run_cli, how)
     code, items, _ = run_cli.run(items)
     assert volumes(items)
     if how == "emptyDir":
-        items = settings_of(items, buildStorage=None)
+        items = settings_of(items, buildStorage="emptyDir")
     elif how == "opt-out":
         del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
     else:
@@ -255,7 +280,9 @@ def test_settings_keys_are_validated_naming_the_key():
     def read(**keys):
         return settings.read(F.NS, {"on-cluster-build-config": F.build_config(**keys),
                                     "machine-config-osimageurl": F.osimageurl()})
-    assert read().build_storage == "emptyDir" and read(buildStorage="persistent").persistent_storage
+    assert read(buildStorage=None).build_storage == "persistent" and read().build_storage == "emptyDir"
+    assert read(imageBuilderType="openshift-image-builder", buildStorage=None).build_storage == "emptyDir"
+    assert read(imageBuilderType="openshift-image-builder", buildStorage="persistent").persistent_storage
     for keys, says in (({"buildStorage": "pvc"}, "key 'buildStorage': unknown value 'pvc'"),
                        ({"buildStorageClass": "Fast SSD"}, "key 'buildStorageClass'"),
                        ({"buildStorageSize": "lots"}, "key 'buildStorageSize': 'lots' is not a size")):
