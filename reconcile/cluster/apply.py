@@ -33,7 +33,7 @@ from reconcile.cluster import (
     registry,
 )
 from reconcile.contract import admission, naming, objects
-from reconcile.core import actions_table, decision, images, mcolabel
+from reconcile.core import actions_table, decision, images, mcolabel, storage
 from reconcile.core.actions import Action, PoolPlan, WarningNote, carried_out
 from reconcile.diff import view
 
@@ -124,10 +124,17 @@ def _do(cluster: Cluster, action: Action) -> bool:
 
 
 def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    """Labels, and for a build storage volume what core/storage.py asks of one before it is
+    mounted (its images become a build's base)."""
     if live is None:
         return False
     keys = (naming.MANAGED_BY, naming.POOL_LABEL, naming.BUILD_ID_LABEL)
-    return all(objects.labels(live).get(k) == objects.labels(wanted).get(k) for k in keys)
+    if not all(objects.labels(live).get(k) == objects.labels(wanted).get(k) for k in keys):
+        return False
+    if wanted.get("kind") == storage.KIND:
+        owners = objects.meta(wanted).get("ownerReferences") or [{}]
+        return not storage.untrusted(live, {"metadata": {"uid": owners[0].get("uid")}})
+    return True
 
 
 def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, outcome: Outcome) -> None:

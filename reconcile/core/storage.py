@@ -25,10 +25,22 @@ pkg/controller/volume/pvcprotection/pvc_protection_controller.go). One being del
 mounted (the scheduler refuses it, "persistentvolumeclaim ... is being deleted":
 pkg/scheduler/framework/plugins/volumebinding/volume_binding.go) nor deleted again.
 
+**Only volumes we made.** A volume's images are what the next build takes as its base (found by
+digest, never pulled again), so a labelled one is mounted, kept or adopted only when it is one
+this reconciler made for this pool: an ownerReference to the pool's uid, ReadWriteOnce, no
+`dataSource` or `dataSourceRef` (a copy of another volume), and a `spec.volumeName` only where the
+PV controller chose it (it marks the claim `pv.kubernetes.io/bound-by-controller`: kubernetes/
+kubernetes v1.34.2 pkg/controller/volume/persistentvolume/pv_controller.go, bindClaimToVolume).
+Another is left alone, not deleted, and said as a warning. Whoever may create
+PersistentVolumeClaims in our namespace can still forge all of that: docs/namespace.md keeps that
+right to administrators.
+
 **Falling back.** Without a usable StorageClass (none named and no default, the named one absent,
 the StorageClasses unreadable) or with an OpenShift Build (it has no such volume:
 docs/openshift-build.md) the build gets an emptyDir; the pool records why, and a Warning Event
-says it once, when that record changes. With `buildStorage: emptyDir` the pool's volumes go.
+says it once, when that record changes. The volume the pool records, still live and fit, is used
+whatever the StorageClasses say: a failed read never throws the stored images away. With
+`buildStorage: emptyDir` the pool's volumes go.
 
 Pure: the StorageClasses are read by the shell (cluster/observe.py) when a build is due."""
 
@@ -40,6 +52,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
+from reconcile.core.actions import WarningNote
 from reconcile.imagebuild import disk, settings, templates
 from reconcile.imagebuild.builders.base import STORAGE_MOUNT
 
@@ -56,6 +69,8 @@ RECORDED = KIND + "/"
 DEFAULT_CLASS = ("storageclass.kubernetes.io/is-default-class",
                  "storageclass.beta.kubernetes.io/is-default-class")
 _RUNNING = ("Succeeded", "Failed")
+#: What the PV controller writes on a claim it bound to a volume it chose (above).
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 
 @dataclass(frozen=True)
@@ -98,6 +113,32 @@ def recorded(ann: Mapping[str, str]) -> str:
     """The volume the pool's record names ("": none)."""
     value = ann.get(A.BUILD_STORAGE) or ""
     return value[len(RECORDED):] if value.startswith(RECORDED) else ""
+
+
+def untrusted(volume: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
+    """Why a labelled volume is not one we made for this pool ("": it may be; above)."""
+    uid = objects.meta(pool).get("uid")
+    owners = objects.meta(volume).get("ownerReferences")
+    if not uid or not isinstance(owners, list) or not any(
+            isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool" and o.get("uid") == uid for o in owners):
+        return "no ownerReference to the pool"
+    spec = objects.spec(volume)
+    if spec.get("dataSource") or spec.get("dataSourceRef"):
+        return "it is a copy of a data source"
+    if spec.get("accessModes") != ["ReadWriteOnce"]:
+        return "its access modes are not ReadWriteOnce"
+    if spec.get("volumeName") and objects.annotations(volume).get(BOUND_BY_CONTROLLER) != "yes":
+        return "its creator chose its volume (spec.volumeName)"
+    return ""
+
+
+def _refused(d: Any) -> list[tuple[Mapping[str, Any], str]]:
+    return [(v, why) for v in d.storage if (why := untrusted(v, d.pool))]
+
+
+def _warn(refused: Iterable[tuple[Mapping[str, Any], str]]) -> str:
+    return "; ".join(f"{objects.ref(v)} carries our labels but is not ours ({why}): not used, not deleted"
+                     for v, why in refused)
 
 
 def _deleting(obj: Mapping[str, Any]) -> bool:
@@ -156,23 +197,32 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
     if d.builder.kind != "Pod":
         return _fallback(d, empty, f"{d.builder.kind}s have no persistent build storage (an OpenShift Build "
                                    "mounts only Secrets, ConfigMaps and CSI ephemeral volumes, read-only)")
+    refused = _refused(d)
+    trusted = [v for v in d.storage if not any(v is r for r, _ in refused)]
     storage_class, why = _class(found, classes)
     if storage_class is None:
-        return _fallback(d, empty, why)
+        kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool)) and not _deleting(v)
+                and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
+        if not kept:
+            return _fallback(d, empty, why)
+        storage_class = str(objects.spec(kept[0]).get("storageClassName") or "")
     want = disk.plan(found, base, settings.STORAGE_PERSISTENT, driver)
-    fits = [v for v in d.storage if not _deleting(v)
+    fits = [v for v in trusted if not _deleting(v)
             and objects.spec(v).get("storageClassName") == storage_class
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
     chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)), _size(v)),
                  default=None)
     claim = objects.name(chosen) if chosen else name(inp.pool, storage_class, want.volume, inp.builder_image)
+    warning = WarningNote(_warn(refused)) if refused else ""
+    if chosen is None and any(objects.name(v) == claim for v, _ in refused):
+        return Placement(empty, note=WarningNote(f"{warning}; this build uses an emptyDir"))
     busy = [o for o in (*d.current, *d.stale) if o.get("kind") == "Pod" and claim_of(o) == claim
             and ((o.get("status") or {}).get("phase") not in _RUNNING or _deleting(o))]
     if busy:
         return Placement(empty, note=f"build storage {KIND}/{claim} is still mounted by "
                                      f"{objects.ref(busy[0])}: this build uses an emptyDir")
-    if chosen is None and any(objects.name(v) == claim and _deleting(v) for v in d.storage):
+    if chosen is None and any(objects.name(v) == claim and _deleting(v) for v in trusted):
         return Placement(empty, note=f"build storage {KIND}/{claim} is being deleted: this build uses an "
                                      "emptyDir")
     create = None if chosen else templates.render_object(
@@ -180,7 +230,7 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
         labels={naming.MANAGED_BY: naming.MANAGER, naming.POOL_LABEL: naming.pool_label(inp.pool)},
         annotations={A.BUILDER_IMAGE: inp.builder_image, **_argocd()}, owner=naming.owner_reference(d.pool),
         storage_class=storage_class, size=want.volume)
-    return Placement(want, claim, create, RECORDED + claim)
+    return Placement(want, claim, create, RECORDED + claim, note=warning)
 
 
 def _argocd() -> dict[str, str]:
@@ -193,7 +243,7 @@ def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:
     record = A.one_line(f"emptyDir: {why}")
     default = "" if settings.STORAGE_KEY in d.settings.explicit else " (the default)"
     told = "" if objects.annotations(d.pool).get(A.BUILD_STORAGE) == record else \
-        f"{settings.STORAGE_KEY}: persistent{default}, but this pool's builds use an emptyDir: {why}"
+        WarningNote(f"{settings.STORAGE_KEY}: persistent{default}, but this pool's builds use an emptyDir: {why}")
     return Placement(empty, record=record, told=told)
 
 
@@ -206,4 +256,4 @@ def settle(d: Any, recorded_after: str, deleted: Iterable[str] = ()) -> list[Map
     if d.settings is not None and d.settings.persistent_storage and getattr(d.builder, "kind", "") == "Pod":
         keep = {recorded_after} | {claim_of(o) for o in (*d.current, *d.stale)
                                    if o.get("kind") == "Pod" and objects.name(o) not in gone}
-    return [v for v in d.storage if objects.name(v) not in keep and not _deleting(v)]
+    return [v for v in d.storage if objects.name(v) not in keep and not _deleting(v) and not untrusted(v, d.pool)]

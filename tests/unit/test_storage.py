@@ -302,3 +302,83 @@ def test_a_mangled_spec_of_ours_is_no_traceback(run_cli, kind, spec):
     assert code in (0, 1, 2) and "Traceback" not in err, err
     code, items, err = run_cli.run(items)
     assert code in (0, 2) and "Traceback" not in err, err
+
+
+def forged(items: list[dict], how: str) -> dict:
+    """A volume that carries our labels and builder-image annotation (copied from one we made) and
+    is larger than any we would make, but made by someone else, as `how` says."""
+    (ours,) = volumes(items)
+    v = copy.deepcopy(ours)
+    v["metadata"]["name"] = "prefilled"
+    v["spec"]["resources"]["requests"]["storage"] = "999Gi"
+    if how == "no-owner":
+        del v["metadata"]["ownerReferences"]
+    elif how == "other-uid":
+        v["metadata"]["ownerReferences"][0]["uid"] = "uid-of-another-pool"
+    elif how in ("dataSource", "dataSourceRef"):
+        v["spec"][how] = {"kind": "PersistentVolumeClaim", "name": "someone-elses"}
+    elif how == "ReadWriteMany":
+        v["spec"]["accessModes"] = ["ReadWriteMany"]
+    elif how == "pre-bound":
+        v["spec"]["volumeName"] = "pv-prepared-by-its-creator"
+    elif how == "bound-by-controller":     # one of ours after the PV controller bound it: trusted
+        v["spec"]["volumeName"] = "pvc-1234"
+        v["metadata"]["annotations"].update({storage.BOUND_BY_CONTROLLER: "yes", "pv.kubernetes.io/bind-completed": "yes"})
+    return v
+
+
+@pytest.mark.parametrize("how", ["no-owner", "other-uid", "dataSource", "dataSourceRef", "ReadWriteMany", "pre-bound",
+                                 "bound-by-controller"])
+def test_only_a_volume_we_made_for_the_pool_is_mounted_and_another_is_left_alone(run_cli, how):
+    """A volume's images become the build's base: one labelled ours that we did not make for this
+    pool (core/storage.py, "Only volumes we made") is not mounted, not deleted, and said."""
+    code, made, _ = run_cli.run(cluster(GP3))
+    fake = forged(made, how)
+    code, items, err = run_cli.run(cluster(GP3) + [fake])
+    assert code == 0, err
+    mounted = [v["persistentVolumeClaim"]["claimName"] for v in build_pod(items)["spec"]["volumes"]
+               if "persistentVolumeClaim" in v]
+    if how == "bound-by-controller":
+        assert mounted == ["prefilled"]
+        return
+    assert mounted == [volumes(made)[0]["metadata"]["name"]]          # a volume of its own
+    assert "prefilled" in [v["metadata"]["name"] for v in volumes(items)]
+    assert f"PersistentVolumeClaim/{F.NS}/prefilled carries our labels but is not ours" in err
+    code, items, err = run_cli.run(new_config(set_phase(items, "Succeeded")))
+    assert code == 0 and "prefilled" in [v["metadata"]["name"] for v in volumes(items)]   # settle leaves it
+
+
+def test_a_foreign_volume_under_our_name_is_not_adopted_the_build_uses_an_emptydir(run_cli):
+    code, made, _ = run_cli.run(cluster(GP3))
+    (ours,) = volumes(made)
+    fake = copy.deepcopy(ours)
+    del fake["metadata"]["ownerReferences"]
+    code, items, err = run_cli.run(cluster(GP3) + [fake])
+    assert code == 0, err
+    assert not [v for v in build_pod(items)["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert "carries our labels but is not ours (no ownerReference to the pool)" in err
+    assert volumes(items) == [fake]
+
+
+def test_the_recorded_volume_is_used_when_the_storage_classes_cannot_be_read(run_cli, monkeypatch):
+    """A 403 on the StorageClasses (an install whose ClusterRole predates build storage) never
+    throws the pool's stored images away."""
+    from reconcile.cluster import observe
+    code, items, _ = run_cli.run(cluster(GP3))
+    (pvc,) = volumes(items)
+    items = set_phase(items, "Succeeded")
+    code, items, _ = run_cli.run(items)
+    monkeypatch.setattr(observe, "_storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
+    code, items, err = run_cli.run(new_config(items))
+    assert code == 0, err
+    assert [v["metadata"]["name"] for v in volumes(items)] == [pvc["metadata"]["name"]]
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": pvc["metadata"]["name"]}} in \
+        build_pod(items)["spec"]["volumes"]
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"{PVC}/{pvc['metadata']['name']}"
+
+
+def test_the_fallback_is_said_as_a_warning(run_cli):
+    code, items, err = run_cli.run(cluster(storage_class("slow")))
+    assert code == 0
+    assert any(line.startswith("WARNING") and "but this pool's builds use an emptyDir" in line
+               for line in err.splitlines()), err
