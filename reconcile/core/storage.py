@@ -120,7 +120,8 @@ def untrusted(volume: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
     uid = objects.meta(pool).get("uid")
     owners = objects.meta(volume).get("ownerReferences")
     if not uid or not isinstance(owners, list) or not any(
-            isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool" and o.get("uid") == uid for o in owners):
+            isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool" and o.get("uid") == uid
+            for o in owners):
         return "no ownerReference to the pool"
     spec = objects.spec(volume)
     if spec.get("dataSource") or spec.get("dataSourceRef"):
@@ -201,8 +202,8 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
     trusted = [v for v in d.storage if not any(v is r for r, _ in refused)]
     storage_class, why = _class(found, classes)
     if storage_class is None:
-        kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool)) and not _deleting(v)
-                and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
+        kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool))
+                and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
         storage_class = str(objects.spec(kept[0]).get("storageClassName") or "")
@@ -242,8 +243,8 @@ def _argocd() -> dict[str, str]:
 def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:
     record = A.one_line(f"emptyDir: {why}")
     default = "" if settings.STORAGE_KEY in d.settings.explicit else " (the default)"
-    told = "" if objects.annotations(d.pool).get(A.BUILD_STORAGE) == record else \
-        WarningNote(f"{settings.STORAGE_KEY}: persistent{default}, but this pool's builds use an emptyDir: {why}")
+    told = "" if objects.annotations(d.pool).get(A.BUILD_STORAGE) == record else WarningNote(
+        f"{settings.STORAGE_KEY}: persistent{default}, but this pool's builds use an emptyDir: {why}")
     return Placement(empty, record=record, told=told)
 
 
@@ -256,4 +257,5 @@ def settle(d: Any, recorded_after: str, deleted: Iterable[str] = ()) -> list[Map
     if d.settings is not None and d.settings.persistent_storage and getattr(d.builder, "kind", "") == "Pod":
         keep = {recorded_after} | {claim_of(o) for o in (*d.current, *d.stale)
                                    if o.get("kind") == "Pod" and objects.name(o) not in gone}
-    return [v for v in d.storage if objects.name(v) not in keep and not _deleting(v) and not untrusted(v, d.pool)]
+    return [v for v in d.storage
+            if objects.name(v) not in keep and not _deleting(v) and not untrusted(v, d.pool)]
