@@ -96,7 +96,7 @@ def read_material(cluster: Cluster, found: Settings,
         inputs = buildinputs.discover(labelled.values(), *builders.reserved())
     except buildinputs.Conflict as err:
         return desired.Material(secrets, problem=str(err))
-    classes = _storage_classes(cluster) if found.persistent_storage and \
+    classes = storage_classes(cluster) if found.persistent_storage and \
         found.builder_type == settings.CUSTOM_POD_BUILDER else None
     cluster_proxy = proxy.from_object(_get_optional(cluster, "Proxy", "", proxy.NAME))
     bundle = None
@@ -117,7 +117,7 @@ def read_material(cluster: Cluster, found: Settings,
                             classes=classes)
 
 
-def _storage_classes(cluster: Cluster) -> storage.Classes:
+def storage_classes(cluster: Cluster) -> storage.Classes:
     """The StorageClasses (one metadata-only LIST, cluster-scoped): which is the default, whether
     the one named exists. A 403 (an install whose ClusterRole predates build storage) falls back."""
     try:

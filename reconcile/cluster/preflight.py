@@ -13,7 +13,7 @@ from typing import Any
 
 from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe, registry
 from reconcile.contract import admission, objects
-from reconcile.core import decision, desired, images, rolloutcheck, transitions
+from reconcile.core import decision, desired, images, rolloutcheck, storage, transitions
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
 from reconcile.output import preflight as P
@@ -100,6 +100,10 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
         f.rollout_params_read = True            # one GET, as the caller
         f.rollout_params, f.rollout_params_error = _read(lambda: _get(
             cluster, f"/api/v1/namespaces/{P.ROLLOUT_PARAMS_NS}/configmaps", P.ROLLOUT_PARAMS))
+    if seen is not None and isinstance(seen.settings, Settings) and seen.settings.persistent_storage and \
+            seen.settings.builder_type == settings.CUSTOM_POD_BUILDER:
+        classes, error = _read(lambda: observe.storage_classes(cluster))    # one metadata-only LIST, as a run
+        f.storage_classes = classes or storage.Classes(problem=error)
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f

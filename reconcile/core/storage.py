@@ -87,8 +87,8 @@ def default_class(items: Iterable[Mapping[str, Any]]) -> str | None:
     return objects.name(found[0]) if found else None
 
 
-def _class(found: settings.Settings, classes: Classes | None) -> tuple[str | None, str]:
-    """(the StorageClass to use, or None with why not)."""
+def storage_class(found: settings.Settings, classes: Classes | None) -> tuple[str | None, str]:
+    """(the StorageClass a pool's new volume is made of, or None with why not)."""
     if classes is None or classes.problem:
         return None, f"cannot list StorageClasses: {classes.problem if classes else 'not read'}"
     if found.storage_class:
@@ -200,21 +200,21 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
                                    "mounts only Secrets, ConfigMaps and CSI ephemeral volumes, read-only)")
     refused = _refused(d)
     trusted = [v for v in d.storage if not any(v is r for r, _ in refused)]
-    storage_class, why = _class(found, classes)
-    if storage_class is None:
+    use, why = storage_class(found, classes)
+    if use is None:
         kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool))
                 and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
-        storage_class = str(objects.spec(kept[0]).get("storageClassName") or "")
+        use = str(objects.spec(kept[0]).get("storageClassName") or "")
     want = disk.plan(found, base, settings.STORAGE_PERSISTENT, driver)
     fits = [v for v in trusted if not _deleting(v)
-            and objects.spec(v).get("storageClassName") == storage_class
+            and objects.spec(v).get("storageClassName") == use
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
     chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)), _size(v)),
                  default=None)
-    claim = objects.name(chosen) if chosen else name(inp.pool, storage_class, want.volume, inp.builder_image)
+    claim = objects.name(chosen) if chosen else name(inp.pool, use, want.volume, inp.builder_image)
     warning = WarningNote(_warn(refused)) if refused else ""
     if chosen is None and any(objects.name(v) == claim for v, _ in refused):
         return Placement(empty, note=WarningNote(f"{warning}; this build uses an emptyDir"))
@@ -230,7 +230,7 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
         "pvc-storage.yaml.j2", name=claim, namespace=found.namespace,
         labels={naming.MANAGED_BY: naming.MANAGER, naming.POOL_LABEL: naming.pool_label(inp.pool)},
         annotations={A.BUILDER_IMAGE: inp.builder_image, **_argocd()}, owner=naming.owner_reference(d.pool),
-        storage_class=storage_class, size=want.volume)
+        storage_class=use, size=want.volume)
     return Placement(want, claim, create, RECORDED + claim, note=warning)
 
 

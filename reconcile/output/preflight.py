@@ -18,7 +18,7 @@ from typing import Any
 from reconcile.contract import admission, objects
 from reconcile.contract import annotations as A
 from reconcile.contract.problem import Problem
-from reconcile.core import decision, hold, mcolabel, rollout
+from reconcile.core import decision, hold, mcolabel, rollout, storage
 from reconcile.imagebuild import auth, builders, imageref, settings
 from reconcile.imagebuild.settings import Settings, SettingsError
 
@@ -196,6 +196,9 @@ class Facts:
     rollout_params: Mapping[str, Any] | None = None
     rollout_params_error: str = ""
     rollout_params_read: bool = False
+    #: with `buildStorage: persistent` and custom-pod-builder: the StorageClasses as a run reads
+    #: them when a build is due (None: not read)
+    storage_classes: storage.Classes | None = None
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,30 @@ def _builder_account(f: Facts) -> list[Line]:
                    "restricted-v2 refuses",
              f"kustomize/base/builder.yaml binds it (RoleBinding ocl-builder-anyuid to ClusterRole "
              f"system:openshift:scc:{BUILDER_SCC}): {APPLY_BASE}")]
+
+
+@_check("build-storage")
+def _build_storage(f: Facts) -> list[Line]:
+    """Where builds keep their images (core/storage.py): the StorageClass each pool's volume would
+    be made of, decided as a run decides it."""
+    found = f.settings
+    if not isinstance(found, Settings):
+        return [(OK, "not checked: the settings are not valid (the settings line)")]
+    if not found.persistent_storage:
+        return [(OK, f"{settings.STORAGE_KEY}: {found.build_storage}: every build starts from an empty "
+                     "emptyDir")]
+    if found.builder_type != settings.CUSTOM_POD_BUILDER:
+        return [(WARN, f"{settings.STORAGE_KEY}: persistent, but an OpenShift Build has no persistent build "
+                       "storage: its builds use an emptyDir",
+                 f"remove {settings.STORAGE_KEY} from ConfigMap {settings.BUILD_CONFIG}")]
+    use, why = storage.storage_class(found, f.storage_classes)
+    if use is None:
+        return [(WARN, f"{settings.STORAGE_KEY}: persistent, but new builds would use an emptyDir: {why}",
+                 f"set {settings.STORAGE_CLASS} to a StorageClass that provisions ReadWriteOnce volumes, or "
+                 f"{settings.STORAGE_KEY}: emptyDir, in ConfigMap {settings.BUILD_CONFIG}")]
+    how = settings.STORAGE_CLASS if found.storage_class else "the cluster's default"
+    return [(OK, f"{settings.STORAGE_KEY}: persistent: each pool's build storage is a volume of StorageClass "
+                 f"{use} ({how})")]
 
 
 def builder_account() -> str:

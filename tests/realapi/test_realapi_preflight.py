@@ -143,7 +143,8 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert [line["result"] for line in lines] == ["ok"] * len(lines)
     checks = by_check(lines)
     assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
-                            "builder-account", "registry", "openshift-version", "mco-builder", "pools",
+                            "builder-account", "build-storage", "registry", "openshift-version", "mco-builder",
+                            "pools",
                             "stray-machineconfigs", "pool-admission", "rollout-params", "pod-security"]
     # each ok says what it saw, as the server answered it
     assert "asked by impersonation" in checks["permissions"][0]["message"]
@@ -154,6 +155,24 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert "the server admits Pod ocl-build-worker-" in checks["pod-security"][0]["message"]
     assert PASSWORD not in json.dumps(lines) and base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode() \
         not in json.dumps(lines)
+
+
+def test_build_storage_names_the_class_the_real_server_lists_as_default(real, openshift):
+    """The default `buildStorage: persistent`: without a default StorageClass a warning (builds use
+    an emptyDir), with one (the annotation of kubernetes/kubernetes pkg/volume/util/storageclass.go)
+    its name; read as the caller, one LIST."""
+    reg, ca = openshift
+    real.seed(good(reg, buildStorage=None))
+    code, lines = preflight(real, ca)
+    (line,) = by_check(lines)["build-storage"]
+    assert (code, line["result"]) == (1, "warn"), lines
+    assert "the cluster has no default StorageClass; set buildStorageClass" in line["message"]
+    real.seed([{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "ebs.csi.aws.com",
+                "metadata": {"name": "gp3-csi", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}])
+    code, lines = preflight(real, ca)
+    (line,) = by_check(lines)["build-storage"]
+    assert (code, line["result"]) == (0, "ok"), lines
+    assert line["message"].endswith("a volume of StorageClass gp3-csi (the cluster's default)")
 
 
 def test_the_rollout_parameter_must_agree_with_the_settings_and_pools(real, openshift, server):

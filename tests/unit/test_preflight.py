@@ -607,3 +607,27 @@ def test_a_held_master_pool_is_explained_with_the_mcos_own_message():
     (line,) = found
     assert line.result == P.WARN and "is paused and cannot sync until it is unpaused" in line.message
     assert "holdTimeout (7200s)" in line.message
+
+
+@pytest.mark.parametrize("keys, classes, result, says", [
+    ({}, None, P.OK, "buildStorage: emptyDir: every build starts from an empty emptyDir"),
+    ({"buildStorage": None}, [("gp3-csi", True)], P.OK, "a volume of StorageClass gp3-csi (the cluster's default)"),
+    ({"buildStorage": None, "buildStorageClass": "fast"}, [("gp3-csi", True), ("fast", False)], P.OK,
+     "StorageClass fast (buildStorageClass)"),
+    ({"buildStorage": None}, [("slow", False)], P.WARN,
+     "new builds would use an emptyDir: the cluster has no default StorageClass; set buildStorageClass"),
+    ({"buildStorage": None, "buildStorageClass": "fast"}, [("gp3-csi", True)], P.WARN,
+     "StorageClass fast (buildStorageClass) not found"),
+    ({"buildStorage": None}, "forbidden", P.WARN, "cannot list StorageClasses: forbidden"),
+    ({"buildStorage": "persistent", "imageBuilderType": "openshift-image-builder"}, None, P.WARN,
+     "an OpenShift Build has no persistent build storage"),
+])
+def test_build_storage_says_where_builds_keep_their_images(keys, classes, result, says):
+    """The class a run would choose (the default: the StorageClass annotated
+    storageclass.kubernetes.io/is-default-class, kubernetes/kubernetes pkg/volume/util/storageclass.go)."""
+    from reconcile.core import storage
+    from tests.unit.test_storage import storage_class
+    read = storage.Classes(problem=classes) if isinstance(classes, str) else \
+        storage.Classes(tuple(storage_class(n, d) for n, d in classes)) if classes else None
+    found = only(good(settings=read_settings(**keys), storage_classes=read), "build-storage")
+    assert (found.result, says in found.message) == (result, True), found

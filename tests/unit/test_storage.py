@@ -368,7 +368,7 @@ def test_the_recorded_volume_is_used_when_the_storage_classes_cannot_be_read(run
     (pvc,) = volumes(items)
     items = set_phase(items, "Succeeded")
     code, items, _ = run_cli.run(items)
-    monkeypatch.setattr(observe, "_storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
+    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
     code, items, err = run_cli.run(new_config(items))
     assert code == 0, err
     assert [v["metadata"]["name"] for v in volumes(items)] == [pvc["metadata"]["name"]]
