@@ -35,6 +35,17 @@ def kept(d: decision.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], li
     return created, [o for o in d.current if _key(o) not in gone]
 
 
+def _values(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What of an object may hold a value a user gave: all but the build Pod's script, ours
+    (manifests/build-pod.sh), whose text is no credential whatever it says."""
+    if obj.get("kind") != "Pod":
+        return obj
+    spec = dict(objects.spec(obj))
+    spec["containers"] = [{k: v for k, v in c.items() if k != "command"} if isinstance(c, Mapping) else c
+                          for c in spec.get("containers") or []]
+    return {**obj, "spec": spec}
+
+
 def _as_created(made: dict[str, Any], live: Mapping[str, Any]) -> dict[str, Any]:
     """A live build Pod is printed with its own spec: a Pod's spec cannot change (kubernetes/
     kubernetes v1.34.2 pkg/apis/core/validation/validation.go, ValidatePodUpdate), so a spec
@@ -74,7 +85,7 @@ def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
             notes += [f"pool {plan.pool}: {objects.ref(o)} not shown: not an object of the current attempt"
                       for o in live if _key(o) not in {_key(w) for w in wanted}]
         for obj in wanted + created:
-            if obj.get("kind") == "Secret" or proxy.credentialed(json.dumps(obj)):
+            if obj.get("kind") == "Secret" or proxy.credentialed(json.dumps(_values(obj))):
                 notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: it holds credentials")
             elif obj.get("kind") == rollout.KIND:
                 notes.append(f"pool {plan.pool}: {objects.ref(obj)} not shown: the rollout MachineConfig is "

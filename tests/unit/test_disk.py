@@ -80,8 +80,6 @@ def test_settings_win_and_a_derived_limit_is_never_below_a_set_request():
     assert got.volume == "300Gi" and got.known and "buildStorageSize set" in got.figures
 
 
-def test_the_table_has_the_rows_the_sizing_reads():
-    assert "xfs" in ROWS
-    for fs, entry in ROWS.items():
-        for driver in ("vfs", "overlay"):
-            assert {"today", "kept"} <= set(entry["factors"][driver]), (fs, driver)
+def test_the_table_has_the_node_filesystem_the_emptydir_sizing_reads():
+    """RHCOS's root filesystem (disk.py NODE_FILESYSTEM); the rows' shape: test_build_disk_table.py."""
+    assert disk.NODE_FILESYSTEM == "xfs" and "xfs" in ROWS

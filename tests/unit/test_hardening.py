@@ -102,3 +102,20 @@ def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli
     assert code == 0 and F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.PENDING, err
     assert A.IMAGE not in F.the_pool(after)["metadata"]["annotations"]
     assert err.count(f"WARNING pool worker: not reused: {evil} is not in the configured repository {F.REPO}") == 1
+
+
+def test_render_does_not_leave_out_the_build_pod_for_its_own_scripts_text(run_cli, monkeypatch):
+    """The build script is ours, not a value a user gave: a URL with userinfo in its text (a comment,
+    say) does not make render drop the Pod (an OpenShift Build runs no script of ours)."""
+    from reconcile.imagebuild import templates
+    if F.BUILDER != "custom-pod-builder":
+        pytest.skip("only the buildah Pod runs build-pod.sh")
+    real = templates.source
+
+    def source(name):
+        return real(name) + ("\n# e.g. http://user:example@proxy.example.com:3128\n" if name == "build-pod.sh" else "")
+    monkeypatch.setattr(templates, "source", source)
+    code, out, err = run_cli.on(F.cluster(), "render")
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"] == ["Pod"], err
+    assert "not shown: it holds credentials" not in err
