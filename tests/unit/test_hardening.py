@@ -102,3 +102,17 @@ def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli
     assert code == 0 and F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.PENDING, err
     assert A.IMAGE not in F.the_pool(after)["metadata"]["annotations"]
     assert err.count(f"WARNING pool worker: not reused: {evil} is not in the configured repository {F.REPO}") == 1
+
+
+def test_a_password_holding_an_at_sign_is_masked_whole_in_diff(run_cli):
+    """Go's net/url and curl end the userinfo at the authority's last `@` (net/url `parseAuthority`):
+    `http://u:s3cr3t@tail@mirror/x` is user `u`, password `s3cr3t@tail`, host `mirror`. No part of the
+    password reaches `diff`, and render leaves the object out."""
+    items = F.cluster(extra=[F.configmap("on-cluster-build-custom-dockerfile",
+                                         {"worker": "RUN curl -fo /x http://u:s3cr3t@tail-dockerfile@mirror/x\n"})])
+    code, out, _ = run_cli.on(items, "diff", "--color", "never")
+    assert code == 1 and "http://***@mirror/x" in out and "tail-dockerfile" not in out, out[-800:]
+    code, out, _ = run_cli.on(items, "diff", "-o", "json")
+    assert "tail-dockerfile" not in out
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0 and "tail-dockerfile" not in out + err, err
