@@ -97,7 +97,7 @@ def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli
     F.the_pool(items)["metadata"]["annotations"][A.IMAGES] = f"{build_id}={evil}"
     code, out, _ = run_cli.on(items, "diff", "-o", "json")
     plan = json.loads(out)["pools"][0]
-    assert plan["transition"] == "START" and evil not in json.dumps(plan["actions"][-1:])
+    assert plan["transition"] == "START" and evil not in json.dumps(plan["actions"])
     code, after, err = run_cli.run(items)
     assert code == 0 and F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.PENDING, err
     assert A.IMAGE not in F.the_pool(after)["metadata"]["annotations"]
