@@ -267,7 +267,7 @@ class Client:
         self._auths, self._cached, self.deadline, self.clock = auths, None, deadline, clock
         self.ca_file, self._ctx = ca_file, None
 
-    def _ready(self, image: str) -> tuple[Mapping[str, Any], float]:
+    def _ready(self, image: str) -> tuple[Mapping[str, Any], float, ssl.SSLContext]:
         timeout = 30.0
         if self.deadline is not None:
             timeout = min(timeout, self.deadline - self.clock())

@@ -100,3 +100,14 @@ def test_a_layer_size_that_is_not_an_int64_byte_count_is_a_registry_error(sizes)
         listed = put(index(entry(digest, {"architecture": "amd64", "os": "linux"})), INDEX)
         with pytest.raises(registry.RegistryError, match="lists no layer sizes"):
             size(host, listed)
+
+
+def test_the_clients_ready_is_annotated_with_what_it_returns():
+    """`Client._ready` hands every call its (auths, timeout, SSL context): three values, as its
+    annotation must say for a type checker to check the callers' unpacking."""
+    import ssl
+    import typing
+    hint = typing.get_type_hints(registry.Client._ready)["return"]
+    got = registry.Client(lambda: {})._ready("quay.io/x/y:latest")
+    assert typing.get_origin(hint) is tuple and len(typing.get_args(hint)) == len(got) == 3
+    assert isinstance(got[1], float) and isinstance(got[2], ssl.SSLContext)
