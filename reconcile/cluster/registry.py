@@ -235,16 +235,26 @@ def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: fl
             layers = doc.get("layers")
             sizes = [layer.get("size") for layer in layers if isinstance(layer, dict)] \
                 if isinstance(layers, list) else []
-            if not sizes or not all(isinstance(n, int) and n >= 0 for n in sizes):
+            if not sizes or not all(type(n) is int and n >= 0 for n in sizes):   # JSON true is no size
                 raise RegistryError(f"{image}: the manifest {wanted} lists no layer sizes")
             return sum(sizes)
-        entries = [m for m in doc.get("manifests") or [] if isinstance(m, dict)
+        listed = doc.get("manifests")
+        if not isinstance(listed, list):
+            raise RegistryError(f"{image}: its manifest list {wanted}: its manifests are not an array")
+        if any(isinstance(m, dict) and m.get("platform") is not None and not isinstance(m["platform"], dict)
+               for m in listed):
+            raise RegistryError(f"{image}: its manifest list {wanted}: an entry's platform is not an object")
+        entries = [m for m in listed if isinstance(m, dict)
                    and (m.get("platform") or {}).get("os", "linux") == "linux"
                    and (not arch or (m.get("platform") or {}).get("architecture") == arch)]
-        if len(entries) != 1 or not isinstance(entries[0].get("digest"), str):
+        if len(entries) != 1:
             raise RegistryError(f"{image}: its manifest list has {len(entries)} entries for "
                                 f"linux/{arch or 'any'}")
-        wanted = entries[0]["digest"]
+        digest = entries[0].get("digest")
+        if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise RegistryError(f"{image}: its manifest list {wanted}: the entry for linux/{arch or 'any'}: "
+                                "its digest is not sha256:<64 hex digits>")
+        wanted = digest
     raise RegistryError(f"{image}: a manifest list inside a manifest list")
 
 
@@ -257,7 +267,7 @@ class Client:
         self._auths, self._cached, self.deadline, self.clock = auths, None, deadline, clock
         self.ca_file, self._ctx = ca_file, None
 
-    def _ready(self, image: str) -> tuple[Mapping[str, Any], float]:
+    def _ready(self, image: str) -> tuple[Mapping[str, Any], float, ssl.SSLContext]:
         timeout = 30.0
         if self.deadline is not None:
             timeout = min(timeout, self.deadline - self.clock())

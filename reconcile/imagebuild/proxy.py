@@ -15,8 +15,10 @@ TRUST_KEY = "ca-bundle.crt"
 MOUNT = "/etc/ocl/inputs/cluster-ca"
 _FIELDS = (("httpProxy", "HTTP_PROXY"), ("httpsProxy", "HTTPS_PROXY"), ("noProxy", "NO_PROXY"))
 #: the userinfo of a URL (`http://user:password@proxy:3128`): a proxy's credentials. A build takes
-#: such a value by reference (core/desired); diff and render never show one (diff/masking).
-USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+#: such a value by reference (core/desired); diff and render never show one (diff/masking). It runs
+#: to the last `@` of the authority (which ends at `/`, `?`, `#` or whitespace), as Go's net/url
+#: (`parseAuthority`) and curl read it: a password may hold an `@`.
+USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]+@")
 
 
 def credentialed(value: str) -> bool:

@@ -251,7 +251,8 @@ def _resources(build: Mapping[str, str]) -> dict[str, dict[str, str]]:
         out[kind][resource] = value
     for resource, request, limit in (("memory", "buildMemoryRequest", "buildMemoryLimit"),
                                      ("ephemeral-storage", EPHEMERAL_REQUEST, EPHEMERAL_LIMIT)):
-        derived = resource == "ephemeral-storage" and not (build.get(request) and build.get(limit))
+        derived = resource == "ephemeral-storage" and not (str(build.get(request) or "").strip()
+                                                            and str(build.get(limit) or "").strip())
         if not derived and amount(out["requests"][resource]) > amount(out["limits"][resource]):
             raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {request} {out['requests'][resource]} is "
                                 f"more than {limit} {out['limits'][resource]} (the API server refuses "

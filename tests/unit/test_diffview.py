@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reconcile.core.actions import Action, PoolPlan
 from reconcile.diff import masking, view
 from tests.support import factory as F
@@ -67,3 +69,24 @@ def test_an_annotation_that_copies_a_secret_value_is_masked():
     assert "nothing secret here" in text                      # what mirrors nothing is shown
     b, _ = masking.mask_pair(live, new)
     assert b["metadata"]["annotations"]["example.com/copied"] == "***"
+
+
+@pytest.mark.parametrize("value, masked", [
+    ("http://user:p@ss@proxy:3128", "http://***@proxy:3128"),
+    ("http://a@b@c:d@proxy.example.com:3128/", "http://***@proxy.example.com:3128/"),
+    ("http://user:p@ss@proxy:3128/path@x?q=a@b#f@g", "http://***@proxy:3128/path@x?q=a@b#f@g"),
+    ("http://u:p@a:1,http://v:q@w@b:2", "http://***@a:1,http://***@b:2"),
+    ("RUN curl -fo /x http://u:s3@cr3t@mirror/x y@z", "RUN curl -fo /x http://***@mirror/x y@z"),
+    ("http://proxy:3128/?q=a@b", "http://proxy:3128/?q=a@b"),
+    ("http://proxy:3128#frag@x", "http://proxy:3128#frag@x"),
+    ("http://proxy:3128?q=a@b", "http://proxy:3128?q=a@b"),
+])
+def test_a_urls_userinfo_runs_to_the_last_at_sign_of_its_authority(value, masked):
+    """Go's net/url (`parseAuthority`: `strings.LastIndex(authority, "@")`, the authority being
+    what follows `//` up to `/`, once the fragment `#` and the query `?` are cut off) and curl take
+    the userinfo to the LAST `@`: a password may hold `@`, and the proxy still works. Masking at the
+    first one left the rest of the password in `diff`."""
+    from reconcile.imagebuild import proxy
+    _, after = masking.mask_pair(None, F.configmap("c", {"k": value}))
+    assert after["data"]["k"] == masked
+    assert proxy.credentialed(value) == (masked != value)

@@ -97,7 +97,7 @@ def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli
     F.the_pool(items)["metadata"]["annotations"][A.IMAGES] = f"{build_id}={evil}"
     code, out, _ = run_cli.on(items, "diff", "-o", "json")
     plan = json.loads(out)["pools"][0]
-    assert plan["transition"] == "START" and evil not in json.dumps(plan["actions"][-1:])
+    assert plan["transition"] == "START" and evil not in json.dumps(plan["actions"])
     code, after, err = run_cli.run(items)
     assert code == 0 and F.the_pool(after)["metadata"]["annotations"][A.STATE] == A.PENDING, err
     assert A.IMAGE not in F.the_pool(after)["metadata"]["annotations"]
@@ -119,3 +119,17 @@ def test_render_does_not_leave_out_the_build_pod_for_its_own_scripts_text(run_cl
     assert code == 0, err
     assert [d["kind"] for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"] == ["Pod"], err
     assert "not shown: it holds credentials" not in err
+
+
+def test_a_password_holding_an_at_sign_is_masked_whole_in_diff(run_cli):
+    """Go's net/url and curl end the userinfo at the authority's last `@` (net/url `parseAuthority`):
+    `http://u:s3cr3t@tail@mirror/x` is user `u`, password `s3cr3t@tail`, host `mirror`. No part of the
+    password reaches `diff`, and render leaves the object out."""
+    items = F.cluster(extra=[F.configmap("on-cluster-build-custom-dockerfile",
+                                         {"worker": "RUN curl -fo /x http://u:s3cr3t@tail-dockerfile@mirror/x\n"})])
+    code, out, _ = run_cli.on(items, "diff", "--color", "never")
+    assert code == 1 and "http://***@mirror/x" in out and "tail-dockerfile" not in out, out[-800:]
+    code, out, _ = run_cli.on(items, "diff", "-o", "json")
+    assert "tail-dockerfile" not in out
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0 and "tail-dockerfile" not in out + err, err

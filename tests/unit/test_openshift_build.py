@@ -248,3 +248,18 @@ def test_an_ephemeral_storage_request_above_its_limit_blocks_naming_both():
     # one of the two alone: the other follows the figures, lifted to it (imagebuild/disk.py)
     settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildEphemeralStorageRequest="100Gi"),
                          "machine-config-osimageurl": F.osimageurl()})
+
+
+@pytest.mark.parametrize("request_, limit, want", [
+    (" ", "10Gi", ("10Gi", "10Gi")), ("\t \n", "10Gi", ("10Gi", "10Gi")), ("100Gi", "  ", ("100Gi", "100Gi"))])
+def test_an_ephemeral_storage_key_set_to_whitespace_is_unset(request_, limit, want):
+    """A key of only spaces is not set (as everywhere else in the settings): the one set is
+    compared with nothing, and the other follows it (imagebuild/disk.py: a derived request is never
+    above a limit that is set, nor a derived limit below a request that is set)."""
+    from reconcile.imagebuild import disk, settings
+    from tests.support import factory as F
+    found = settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildEphemeralStorageRequest=request_,
+                                                                           buildEphemeralStorageLimit=limit),
+                                 "machine-config-osimageurl": F.osimageurl()})
+    got = disk.plan(found, None, settings.STORAGE_EMPTYDIR, "vfs")
+    assert (got.request, got.limit) == want
