@@ -34,8 +34,9 @@ fi
 graphroot=${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage
 mkdir -p "$graphroot"
 
-# Our own storage.conf (CONTAINERS_STORAGE_CONF takes the place of /etc/containers/storage.conf):
-# the builder image's may name a mount program (quay.io/buildah/stable's names fuse-overlayfs),
+# Our own storage.conf, for the check below and for the build (CONTAINERS_STORAGE_CONF takes the
+# place of the user's own, $XDG_CONFIG_HOME or $HOME/.config/containers/storage.conf, and of /etc's):
+# the builder image's may name a mount program (quay.io/buildah/stable's does, in both places),
 # which needs /dev/fuse, a device the Pod does not have. For a rootless user, containers/storage
 # takes the graph root from XDG_DATA_HOME, not from this file (types/options.go).
 storage_conf() {
@@ -45,12 +46,15 @@ storage_conf() {
 # containers/storage drivers/overlay/overlay.go (Init): without a mount program it test-mounts
 # overlay in buildah's user namespace, and where that fails it takes fuse-overlayfs from the PATH
 # (the MCO's image has it), which fails later without /dev/fuse. So the check is buildah's own
-# overlay mount of a working container, in a storage of its own on the same filesystem.
+# overlay mount of a working container, in a storage of its own on the same filesystem, with our
+# storage.conf whatever the image or a test harness has.
 native_overlay() {
   probe=$(mktemp -d "$graphroot.probe.XXXXXX")
+  storage_conf overlay > "$probe/storage.conf"
   ok=no
   # shellcheck disable=SC2016
-  if STORAGE_DRIVER=overlay buildah --root "$probe/root" --runroot "$probe/run" unshare sh -c \
+  if CONTAINERS_STORAGE_CONF="$probe/storage.conf" STORAGE_DRIVER=overlay \
+       buildah --root "$probe/root" --runroot "$probe/run" unshare sh -c \
        'b="buildah --root $0/root --runroot $0/run"; c=$($b from scratch) && $b mount "$c" && $b umount "$c" && $b rm "$c"' \
        "$probe" > "$probe.log" 2>&1; then
     ok=yes

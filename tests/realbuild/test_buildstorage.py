@@ -45,15 +45,16 @@ def env():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None):
-    """Render the pool's build Pod and run it; (exit code, termination message, logs, requests)."""
+def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None, **harness):
+    """Render the pool's build Pod and run it; (exit code, termination message, logs, requests).
+    `harness`: more options of run_build_pod_unprivileged."""
     registry, host, image, root = env
     code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc))
     assert code == 0, err
     (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
     mark = len(registry.requests())
     code, message, logs = R.run_build_pod_unprivileged(R.with_storage(pod, driver, kept), after, host,
-                                                       root / name, volumes=volumes, pod_devices=True)
+                                                       root / name, volumes=volumes, pod_devices=True, **harness)
     return code, message, logs, registry.requests()[mark:], after
 
 
@@ -80,6 +81,31 @@ def test_the_build_works_with_each_driver_as_uid_1000(env, run_cli, driver):
                                     f"docker://{registry.host}/ocl/os-image:rendered-worker-{driver}").stdout)
     assert inspected["Digest"] == message.strip()
     assert inspected["Layers"][:len(image.layer_digests)] == list(image.layer_digests)
+
+
+#: quay.io/buildah/stable's storage.conf, the parts that matter: containers-common's default (driver,
+#: runroot, graphroot) with `#mount_program` switched on by its Containerfile (containers/image_build
+#: buildah/Containerfile: sed -e 's|^#mount_program|mount_program|g', into /etc/containers/storage.conf
+#: and again into /home/build/.config/containers/storage.conf, the `build` user's own).
+FUSE_STORAGE_CONF = ('[storage]\ndriver = "overlay"\nrunroot = "/run/containers/storage"\n'
+                     'graphroot = "/var/lib/containers/storage"\n\n'
+                     '[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n')
+
+
+@pytest.mark.parametrize("where", ["system", "user"])
+def test_auto_takes_native_overlay_whatever_the_images_storage_conf_names(env, run_cli, where):
+    """The builder image's storage.conf names fuse-overlayfs, which fails without /dev/fuse: the
+    check of native overlay must not read it, or `auto` takes vfs where overlay works, and the build
+    itself never reads it (CONTAINERS_STORAGE_CONF, the script's own). `system`: the image's
+    /etc/containers/storage.conf; `user`: $HOME/.config/containers/storage.conf, the one a rootless
+    user's buildah reads (containers/storage types/options.go, DefaultConfigFile). The harness gives
+    the script no CONTAINERS_STORAGE_CONF, as the Pod does not."""
+    kernel = tuple(int(p) for p in platform.release().split(".")[:2])
+    name = f"fuse-conf-{where}"
+    code, message, logs, _, _ = build(run_cli, env, F.machineconfig(f"rendered-worker-{name}"), name,
+                                      **{f"{where}_storage_conf": FUSE_STORAGE_CONF})
+    assert code == 0 and message.strip().startswith("sha256:"), logs
+    assert chosen(env[3] / name) == ("overlay" if kernel >= NATIVE_OVERLAY_KERNEL else "vfs"), logs
 
 
 @pytest.fixture
