@@ -414,7 +414,8 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                                pod_devices: bool = False,
                                system_storage_conf: str | None = None,
                                user_storage_conf: str | None = None) -> tuple[int, str, str]:
-    """Run the container's command as its securityContext says, not as root: uid and gid from
+    """Run the container's command as its securityContext says, not as root (exit code,
+    termination message, the tail of its log: stdout and stderr in one stream): uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
     bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
     allowPrivilegeEscalation, in a mount namespace that shows the buildah image's /etc/subuid and
@@ -499,10 +500,13 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
         (etc / "storage.conf").write_text(system_storage_conf)
         (etc / "storage.conf").chmod(0o644)
         inner = f"mount --bind '{etc}' /etc/containers && {inner}"
+    # one stream in the order it was written, as the kubelet logs a container's stdout and stderr:
+    # with FallbackToLogsOnError its tail is the termination message of a failed build
     result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
-                             container["command"][2]], env=env, capture_output=True, text=True, timeout=600)
+                             container["command"][2]], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=600)
     message = termination.read_text() if termination.exists() else ""
-    return result.returncode, message, (result.stdout + result.stderr)[-3000:]
+    return result.returncode, message, result.stdout[-3000:]
 
 
 def seccomp_filter(pod: dict[str, Any], bounding: set[str], path: Path, profile: dict[str, Any] | None,
