@@ -6,7 +6,8 @@
 #                      user namespace (native_overlay below), else vfs.
 #   BUILD_STORAGE_DIR  optional: a directory on a volume that outlives the Pod. buildah keeps its
 #                      images and its blob cache there (XDG_DATA_HOME), so a rebuild reuses the base
-#                      image; after the push, every image the Dockerfile does not name is removed.
+#                      image; after the build, pushed or failed, every image the Dockerfile does
+#                      not name is removed.
 #                      Unset, or vfs on a filesystem without reflink (below): the storage is under
 #                      $HOME and goes with the Pod.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
@@ -98,19 +99,24 @@ if [ -z "${CONTAINERS_STORAGE_CONF:-}" ]; then       # a test harness may give i
 fi
 
 # buildah's output goes to the log; when it fails for want of space, the termination message (the
-# reason the reconciler shows) says so instead of the log's last line.
+# reason the reconciler shows) says so instead of the log's last line. The last line of a failed
+# command's output is kept in $failure.
 buildah_() {
   result=$( { buildah "$@" 2>&1 && status=0 || status=$?; printf '\nocl-status %s\n' "$status"; } |
-    while IFS= read -r line; do
-      case $line in
-        "ocl-status "*) echo "$line" ;;
-        "") ;;
-        *) printf '%s\n' "$line" >&2
-           case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
-      esac
-    done )
+    { last=
+      while IFS= read -r line; do
+        case $line in
+          "ocl-status "*) echo "$line" ;;
+          "") ;;
+          *) printf '%s\n' "$line" >&2
+             last=$line
+             case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
+        esac
+      done
+      printf 'ocl-last %s\n' "$last"; } )
   status=$(printf '%s\n' "$result" | sed -n 's/^ocl-status //p')
   [ "$status" = 0 ] && return 0
+  failure=$(printf '%s\n' "$result" | sed -n 's/^ocl-last //p')
   full=$(printf '%s\n' "$result" | sed -n 's/^ocl-full //p' | head -n 1 | cut -c 1-800)
   if [ -n "$full" ]; then
     printf 'build storage full (%s driver, %s): %s\n' "$driver" "$graphroot" "$full" > "$DIGEST_FILE"
@@ -129,24 +135,9 @@ if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   buildah_ rm --all > /dev/null
 fi
 
-buildah_ build "$@" ${policy:+"$policy"} \
-  --cert-dir "$REGISTRY_CERT_DIR" \
-  --storage-driver "$driver" \
-  --isolation "$BUILDAH_ISOLATION" \
-  --authfile "$BASE_IMAGE_PULL_CREDS" \
-  --file "$DOCKERFILE_DIR/Dockerfile" \
-  --tag "$TAG" \
-  "$CONTEXT_DIR"
-buildah_ push ${policy:+"$policy"} \
-  --cert-dir "$REGISTRY_CERT_DIR" \
-  --storage-driver "$driver" \
-  --authfile "$FINAL_IMAGE_PUSH_CREDS" \
-  --digestfile "$DIGEST_FILE" \
-  "$TAG" "docker://$TAG"
-
 # Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
-# next build of this pool most likely uses again); the previous base after an upgrade goes. The
-# image is pushed by now: a failure here is only said.
+# next build of this pool most likely uses again); the previous base after an upgrade goes. A
+# failure here is only said: it fails no build.
 prune_storage() {
   keep=
   for ref in $(sed -n -e 's/^FROM[[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
@@ -158,6 +149,31 @@ prune_storage() {
   done
   echo "build storage kept: $(buildah images --noheading | wc -l) images"
 }
+
+built=0
+buildah_ build "$@" ${policy:+"$policy"} \
+  --cert-dir "$REGISTRY_CERT_DIR" \
+  --storage-driver "$driver" \
+  --isolation "$BUILDAH_ISOLATION" \
+  --authfile "$BASE_IMAGE_PULL_CREDS" \
+  --file "$DOCKERFILE_DIR/Dockerfile" \
+  --tag "$TAG" \
+  "$CONTEXT_DIR" || built=$?
+if [ "$built" = 0 ]; then
+  buildah_ push ${policy:+"$policy"} \
+    --cert-dir "$REGISTRY_CERT_DIR" \
+    --storage-driver "$driver" \
+    --authfile "$FINAL_IMAGE_PUSH_CREDS" \
+    --digestfile "$DIGEST_FILE" \
+    "$TAG" "docker://$TAG" || built=$?
+fi
+
+# After a failed build or push too, or a pool whose builds keep failing keeps every base it was
+# upgraded to. The build's exit status and termination message stay what they were: a failed
+# build's is the log's tail (FallbackToLogsOnError), whose last line the reconciler shows, so
+# buildah's last line is said again after the pruning's.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   prune_storage || echo "build storage: removing the images this build did not use failed" >&2
+  if [ "$built" != 0 ] && [ -n "${failure:-}" ]; then printf '%s\n' "$failure" >&2; fi
 fi
+exit "$built"

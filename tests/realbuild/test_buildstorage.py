@@ -18,6 +18,7 @@ import kubelet
 import pytest
 
 from reconcile.contract import annotations as A
+from reconcile.imagebuild.builders.base import last_line
 from tests.support import buildstorage, osimage
 from tests.support import factory as F
 from tests.support import realbuild as R
@@ -45,11 +46,11 @@ def env():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None, **harness):
+def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None, extra=(), **harness):
     """Render the pool's build Pod and run it; (exit code, termination message, logs, requests).
-    `harness`: more options of run_build_pod_unprivileged."""
+    `extra`: more objects of the cluster; `harness`: more options of run_build_pod_unprivileged."""
     registry, host, image, root = env
-    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc))
+    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc) + list(extra))
     assert code == 0, err
     (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
     mark = len(registry.requests())
@@ -183,6 +184,34 @@ def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it
     new_layers = set(upgraded.layer_digests) - set(image.layer_digests)        # the small base's layer is kept
     assert {r["uri"].rsplit("/", 1)[1] for r in _layer_gets(requests, upgraded)} == new_layers
     assert _images(storage) == sorted([[upgraded.ref], extensions])
+
+
+def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env, run_cli):
+    """A build after a base upgrade that fails (a custom step exits 3) removes the old base all the
+    same, or a pool whose builds keep failing fills its volume; the build stays failed, and the
+    reason the reconciler shows (the log's last line: FallbackToLogsOnError) stays buildah's."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix="kept-failed-", dir=root))
+    volumes = {R.KEPT_STORAGE: storage}
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-failed-1"), "kept-failed-1",
+                                driver="overlay", kept=True, volumes=volumes)
+    assert code == 0, logs
+    assert _images(storage) == [[image.ref]]
+    upgraded = osimage.push_chunked(registry, "ocl/base", "v3", osimage.SMALL_BASE, 3_000_000, layers=6, seed=3)
+    failing = F.configmap("on-cluster-build-custom-dockerfile", {"worker": "FROM configs AS final\nRUN exit 3\n"})
+    code, message, logs, _, after = build(run_cli, env, F.machineconfig("rendered-kept-failed-2"), "kept-failed-2",
+                                           base=upgraded.ref, driver="overlay", kept=True, volumes=volumes,
+                                           extra=[failing])
+    assert code != 0 and message == "", logs
+    assert _images(storage) == [[upgraded.ref]], logs
+    assert last_line(logs).startswith("Error: ") and last_line(logs).endswith("exit status 3"), logs
+    for obj in after:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Failed", log=logs)         # FallbackToLogsOnError: the log tail
+    code, final, _ = run_cli.run(after)
+    a = F.the_pool(final)["metadata"]["annotations"]
+    assert (code, a[A.STATE]) == (0, A.FAILED)
+    assert a[A.MESSAGE].endswith("exit status 3"), a[A.MESSAGE]
 
 
 @pytest.mark.parametrize("kind, keeps", [("xfs", True), ("ext4", False)])
