@@ -137,17 +137,21 @@ fi
 
 # Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
 # next build of this pool most likely uses again); the previous base after an upgrade goes. A
-# failure here is only said: it fails no build.
+# failure here is only said: it fails no build. Called on the left of ||, where set -e is off: its
+# status is said explicitly, 1 if any image could not be listed or removed.
 prune_storage() {
   keep=
+  pruned=0
   for ref in $(sed -n -e 's/^FROM[[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
                    -e 's/.*--mount=[^[:space:]]*from=\([^,[:space:]]*\).*/\1/p' "$DOCKERFILE_DIR/Dockerfile"); do
     id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
   done
-  for id in $(buildah images --quiet --no-trunc); do
-    case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null ;; esac
+  ids=$(buildah images --quiet --no-trunc) || pruned=1
+  for id in $ids; do
+    case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null || pruned=1 ;; esac
   done
   echo "build storage kept: $(buildah images --noheading | wc -l) images"
+  return "$pruned"
 }
 
 built=0
