@@ -139,11 +139,19 @@ fi
 # next build of this pool most likely uses again); the previous base after an upgrade goes. A
 # failure here is only said: it fails no build. Called on the left of ||, where set -e is off: its
 # status is said explicitly, 1 if any image could not be listed or removed.
+# The images a Dockerfile names (Docker's Dockerfile reference): FROM's, the instruction in any case
+# and maybe indented, with or without --platform; COPY --from's; and every `from` of every RUN
+# --mount (flags and mount options are lowercase). A stage's name comes out too: it is no image,
+# buildah inspect finds none, and so it keeps nothing.
+image_refs() {
+  sed -n 's/^[[:space:]]*[Ff][Rr][Oo][Mm][[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\).*/\2/p' "$1"
+  sed -n '/^[[:space:]]*[Cc][Oo][Pp][Yy][[:space:]]/p' "$1" | tr -s '[:space:]' '\n' | sed -n 's/^--from=//p'
+  tr -s '[:space:]' '\n' < "$1" | sed -n 's/^--mount=//p' | tr ',' '\n' | sed -n 's/^from=//p'
+}
 prune_storage() {
   keep=
   pruned=0
-  for ref in $(sed -n -e 's/^FROM[[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
-                   -e 's/.*--mount=[^[:space:]]*from=\([^,[:space:]]*\).*/\1/p' "$DOCKERFILE_DIR/Dockerfile"); do
+  for ref in $(image_refs "$DOCKERFILE_DIR/Dockerfile"); do
     id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
   done
   ids=$(buildah images --quiet --no-trunc) || pruned=1

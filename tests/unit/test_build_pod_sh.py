@@ -91,3 +91,58 @@ def test_prune_storage_fails_when_an_image_cannot_be_removed(tmp_path, fails):
                                    fails=fails)
     assert f"{fails} " in "\n".join(calls)
     assert status != 0, out
+
+
+def image_refs(tmp_path: Path, dockerfile: str) -> list[str]:
+    (tmp_path / "Dockerfile").write_text(dockerfile)
+    result = subprocess.run([dash(), "-c", f"set -eu\n{shell_functions()}\nimage_refs \"$0\"", str(tmp_path / "Dockerfile")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+#: Lines that name images, by Docker's Dockerfile reference (docs.docker.com/reference/dockerfile):
+#: "The instruction is not case-sensitive", it may be indented ("leading whitespace before comments
+#: (#) and instructions (such as RUN) are ignored"); `FROM [--platform=<platform>] <image> [AS
+#: <name>]`; `COPY --from`
+#: takes "an image, a build stage, or a named context"; RUN --mount's `from` option is the "build
+#: stage, context, or image name for the root of the source", and a RUN may have several --mount.
+#: Flags and mount options are lowercase: Dockerfile flags are case-sensitive.
+NAMING = {
+    "FROM registry.example/upper:1 AS extract": ["registry.example/upper:1"],
+    "from registry.example/lower:2": ["registry.example/lower:2"],
+    "From registry.example/mixed@sha256:" + "d" * 64: ["registry.example/mixed@sha256:" + "d" * 64],
+    "  FROM registry.example/indented:3 AS built": ["registry.example/indented:3"],
+    "\tfrom --platform=linux/arm64 registry.example/platform:4 as other": ["registry.example/platform:4"],
+    "COPY --from=registry.example/copied:5 /a /b": ["registry.example/copied:5"],
+    "copy --chown=0:0 --from=registry.example/copied-lower:6 /c /d": ["registry.example/copied-lower:6"],
+    "RUN --mount=type=bind,from=registry.example/m1:7,source=/,target=/x "
+    "--mount=type=cache,target=/c,from=registry.example/m2:8 true": ["registry.example/m1:7", "registry.example/m2:8"],
+    "run --mount=from=registry.example/m3:9,target=/y true": ["registry.example/m3:9"],
+    "RUN --mount=type=bind,from=registry.example/m4:10,target=/z \\\n"
+    "    --mount=type=bind,from=registry.example/m5:11,target=/w true": ["registry.example/m4:10", "registry.example/m5:11"],
+}
+#: Lines that name none: a comment, FROM as a word of a command, a mount without `from`.
+NAMING_NONE = ["# FROM registry.example/comment:1", "RUN echo FROM registry.example/echoed:2",
+               "RUN --mount=type=cache,target=/var/cache true", "COPY ./context/ /dest/"]
+#: Stage names that COPY --from may give: no image; buildah inspect finds none, and nothing is kept.
+STAGES = {"extract", "built", "other", "0"}
+
+
+@pytest.mark.parametrize("line", list(NAMING))
+def test_image_refs_finds_each_image_a_line_names(tmp_path, line):
+    assert image_refs(tmp_path, line + "\n") == NAMING[line]
+
+
+@pytest.mark.parametrize("line", NAMING_NONE)
+def test_image_refs_finds_none_where_a_line_names_none(tmp_path, line):
+    assert image_refs(tmp_path, line + "\n") == []
+
+
+def test_image_refs_of_a_whole_dockerfile(tmp_path):
+    """All the lines together, with stage references (`COPY --from=extract`, `--from=0`): every
+    image named is found, and nothing but them and stage names."""
+    lines = [*NAMING, *NAMING_NONE, "COPY --from=extract /e /f", "copy --from=0 /g /h"]
+    found = image_refs(tmp_path, "\n".join(lines) + "\n")
+    wanted = {ref for refs in NAMING.values() for ref in refs}
+    assert wanted <= set(found) and set(found) - wanted <= STAGES, found
