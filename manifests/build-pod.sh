@@ -12,7 +12,9 @@
 #                      $HOME and goes with the Pod.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
-# A kept $HOME must not hand an earlier build's files (a part of a larger MachineConfig) to this one.
+# $HOME is the Pod's emptyDir and starts empty, but the context directory may be a used one (a test
+# harness's, the script run again): an earlier build's files (a part of a larger MachineConfig) must
+# not reach this one.
 rm -rf "$CONTEXT_DIR/machineconfig"
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
@@ -132,7 +134,7 @@ if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
       buildah unshare rm -rf "$graphroot/$other" "$graphroot/$other-images" "$graphroot/$other-layers" \
         "$graphroot/$other-containers"
   done
-  buildah_ rm --all > /dev/null
+  buildah_ rm --all
 fi
 
 # Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
