@@ -61,6 +61,10 @@ native_overlay() {
        'b="buildah --root $0/root --runroot $0/run"; c=$($b from scratch) && $b mount "$c" && $b umount "$c" && $b rm "$c"' \
        "$probe" > "$probe.log" 2>&1; then
     ok=yes
+  else
+    # why, before the log goes: buildah's own error line (a warning may come first), else the first
+    why=$(sed -n '/^Error: /{p;q;}' "$probe.log")
+    echo "build storage: native overlay unavailable: ${why:-$(sed -n 1p "$probe.log")}" >&2
   fi
   rm -rf "$probe" "$probe.log" 2>/dev/null || true
   [ "$ok" = yes ]

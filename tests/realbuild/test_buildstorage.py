@@ -137,6 +137,10 @@ def test_auto_falls_back_to_vfs_where_native_overlay_cannot_mount(env, run_cli, 
                                       volumes=volumes)
     assert code == 0, logs
     assert chosen(overlay_home) == "vfs" and message.strip().startswith("sha256:")
+    # and says why: buildah's error from the check's mount
+    (why,) = [line for line in (env[3] / "ovl-auto/pod.log").read_text().splitlines()
+              if line.startswith("build storage: native overlay unavailable: ")]
+    assert why.removeprefix("build storage: native overlay unavailable: ").startswith("Error: ") and "fuse" in why, why
 
 
 def _layer_gets(requests, image):

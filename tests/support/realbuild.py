@@ -506,6 +506,7 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                              container["command"][2]], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, timeout=600)
     message = termination.read_text() if termination.exists() else ""
+    (root / "pod.log").write_text(result.stdout)                # the whole log, for a test to read
     return result.returncode, message, result.stdout[-3000:]
 
 
