@@ -141,10 +141,6 @@ if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   buildah_ rm --all
 fi
 
-# Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
-# next build of this pool most likely uses again); the previous base after an upgrade goes. A
-# failure here is only said: it fails no build. Called on the left of ||, where set -e is off: its
-# status is said explicitly, 1 if any image could not be listed or removed.
 # The images a Dockerfile names (Docker's Dockerfile reference): FROM's, the instruction in any case
 # and maybe indented, with or without --platform; COPY --from's; and every `from` of every RUN
 # --mount (flags and mount options are lowercase). A stage's name comes out too: it is no image,
@@ -154,6 +150,11 @@ image_refs() {
   sed -n '/^[[:space:]]*[Cc][Oo][Pp][Yy][[:space:]]/p' "$1" | tr -s '[:space:]' '\n' | sed -n 's/^--from=//p'
   tr -s '[:space:]' '\n' < "$1" | sed -n 's/^--mount=//p' | tr ',' '\n' | sed -n 's/^from=//p'
 }
+
+# Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
+# next build of this pool most likely uses again); the previous base after an upgrade goes. A
+# failure here is only said: it fails no build. Called on the left of ||, where set -e is off: its
+# status is said explicitly, 1 if any image could not be listed or removed.
 prune_storage() {
   keep=
   pruned=0
