@@ -6,12 +6,15 @@
 #                      user namespace (native_overlay below), else vfs.
 #   BUILD_STORAGE_DIR  optional: a directory on a volume that outlives the Pod. buildah keeps its
 #                      images and its blob cache there (XDG_DATA_HOME), so a rebuild reuses the base
-#                      image; after the push, every image the Dockerfile does not name is removed.
+#                      image; after the build, pushed or failed, every image the Dockerfile does
+#                      not name is removed.
 #                      Unset, or vfs on a filesystem without reflink (below): the storage is under
 #                      $HOME and goes with the Pod.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
-# A kept $HOME must not hand an earlier build's files (a part of a larger MachineConfig) to this one.
+# $HOME is the Pod's emptyDir and starts empty, but the context directory may be a used one (a test
+# harness's, the script run again): an earlier build's files (a part of a larger MachineConfig) must
+# not reach this one.
 rm -rf "$CONTEXT_DIR/machineconfig"
 mkdir -p "$CONTEXT_DIR/machineconfig"
 # ConfigMap volumes hold symlinks into ..data; copy real files into the build context.
@@ -34,8 +37,9 @@ fi
 graphroot=${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage
 mkdir -p "$graphroot"
 
-# Our own storage.conf (CONTAINERS_STORAGE_CONF takes the place of /etc/containers/storage.conf):
-# the builder image's may name a mount program (quay.io/buildah/stable's names fuse-overlayfs),
+# Our own storage.conf, for the check below and for the build (CONTAINERS_STORAGE_CONF takes the
+# place of the user's own, $XDG_CONFIG_HOME or $HOME/.config/containers/storage.conf, and of /etc's):
+# the builder image's may name a mount program (quay.io/buildah/stable's does, in both places),
 # which needs /dev/fuse, a device the Pod does not have. For a rootless user, containers/storage
 # takes the graph root from XDG_DATA_HOME, not from this file (types/options.go).
 storage_conf() {
@@ -45,15 +49,22 @@ storage_conf() {
 # containers/storage drivers/overlay/overlay.go (Init): without a mount program it test-mounts
 # overlay in buildah's user namespace, and where that fails it takes fuse-overlayfs from the PATH
 # (the MCO's image has it), which fails later without /dev/fuse. So the check is buildah's own
-# overlay mount of a working container, in a storage of its own on the same filesystem.
+# overlay mount of a working container, in a storage of its own on the same filesystem, with our
+# storage.conf whatever the image or a test harness has.
 native_overlay() {
   probe=$(mktemp -d "$graphroot.probe.XXXXXX")
+  storage_conf overlay > "$probe/storage.conf"
   ok=no
   # shellcheck disable=SC2016
-  if STORAGE_DRIVER=overlay buildah --root "$probe/root" --runroot "$probe/run" unshare sh -c \
+  if CONTAINERS_STORAGE_CONF="$probe/storage.conf" STORAGE_DRIVER=overlay \
+       buildah --root "$probe/root" --runroot "$probe/run" unshare sh -c \
        'b="buildah --root $0/root --runroot $0/run"; c=$($b from scratch) && $b mount "$c" && $b umount "$c" && $b rm "$c"' \
        "$probe" > "$probe.log" 2>&1; then
     ok=yes
+  else
+    # why, before the log goes: buildah's own error line (a warning may come first), else the first
+    why=$(sed -n '/^Error: /{p;q;}' "$probe.log")
+    echo "build storage: native overlay unavailable: ${why:-$(sed -n 1p "$probe.log")}" >&2
   fi
   rm -rf "$probe" "$probe.log" 2>/dev/null || true
   [ "$ok" = yes ]
@@ -94,19 +105,24 @@ if [ -z "${CONTAINERS_STORAGE_CONF:-}" ]; then       # a test harness may give i
 fi
 
 # buildah's output goes to the log; when it fails for want of space, the termination message (the
-# reason the reconciler shows) says so instead of the log's last line.
+# reason the reconciler shows) says so instead of the log's last line. The last line of a failed
+# command's output is kept in $failure.
 buildah_() {
   result=$( { buildah "$@" 2>&1 && status=0 || status=$?; printf '\nocl-status %s\n' "$status"; } |
-    while IFS= read -r line; do
-      case $line in
-        "ocl-status "*) echo "$line" ;;
-        "") ;;
-        *) printf '%s\n' "$line" >&2
-           case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
-      esac
-    done )
+    { last=
+      while IFS= read -r line; do
+        case $line in
+          "ocl-status "*) echo "$line" ;;
+          "") ;;
+          *) printf '%s\n' "$line" >&2
+             last=$line
+             case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
+        esac
+      done
+      printf 'ocl-last %s\n' "$last"; } )
   status=$(printf '%s\n' "$result" | sed -n 's/^ocl-status //p')
   [ "$status" = 0 ] && return 0
+  failure=$(printf '%s\n' "$result" | sed -n 's/^ocl-last //p')
   full=$(printf '%s\n' "$result" | sed -n 's/^ocl-full //p' | head -n 1 | cut -c 1-800)
   if [ -n "$full" ]; then
     printf 'build storage full (%s driver, %s): %s\n' "$driver" "$graphroot" "$full" > "$DIGEST_FILE"
@@ -122,9 +138,38 @@ if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
       buildah unshare rm -rf "$graphroot/$other" "$graphroot/$other-images" "$graphroot/$other-layers" \
         "$graphroot/$other-containers"
   done
-  buildah_ rm --all > /dev/null
+  buildah_ rm --all
 fi
 
+# The images a Dockerfile names (Docker's Dockerfile reference): FROM's, the instruction in any case
+# and maybe indented, with or without --platform; COPY --from's; and every `from` of every RUN
+# --mount (flags and mount options are lowercase). A stage's name comes out too: it is no image,
+# buildah inspect finds none, and so it keeps nothing.
+image_refs() {
+  sed -n 's/^[[:space:]]*[Ff][Rr][Oo][Mm][[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\).*/\2/p' "$1"
+  sed -n '/^[[:space:]]*[Cc][Oo][Pp][Yy][[:space:]]/p' "$1" | tr -s '[:space:]' '\n' | sed -n 's/^--from=//p'
+  tr -s '[:space:]' '\n' < "$1" | sed -n 's/^--mount=//p' | tr ',' '\n' | sed -n 's/^from=//p'
+}
+
+# Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
+# next build of this pool most likely uses again); the previous base after an upgrade goes. A
+# failure here is only said: it fails no build. Called on the left of ||, where set -e is off: its
+# status is said explicitly, 1 if any image could not be listed or removed.
+prune_storage() {
+  keep=
+  pruned=0
+  for ref in $(image_refs "$DOCKERFILE_DIR/Dockerfile"); do
+    id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
+  done
+  ids=$(buildah images --quiet --no-trunc) || pruned=1
+  for id in $ids; do
+    case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null || pruned=1 ;; esac
+  done
+  echo "build storage kept: $(buildah images --noheading | wc -l) images"
+  return "$pruned"
+}
+
+built=0
 buildah_ build "$@" ${policy:+"$policy"} \
   --cert-dir "$REGISTRY_CERT_DIR" \
   --storage-driver "$driver" \
@@ -132,28 +177,22 @@ buildah_ build "$@" ${policy:+"$policy"} \
   --authfile "$BASE_IMAGE_PULL_CREDS" \
   --file "$DOCKERFILE_DIR/Dockerfile" \
   --tag "$TAG" \
-  "$CONTEXT_DIR"
-buildah_ push ${policy:+"$policy"} \
-  --cert-dir "$REGISTRY_CERT_DIR" \
-  --storage-driver "$driver" \
-  --authfile "$FINAL_IMAGE_PUSH_CREDS" \
-  --digestfile "$DIGEST_FILE" \
-  "$TAG" "docker://$TAG"
+  "$CONTEXT_DIR" || built=$?
+if [ "$built" = 0 ]; then
+  buildah_ push ${policy:+"$policy"} \
+    --cert-dir "$REGISTRY_CERT_DIR" \
+    --storage-driver "$driver" \
+    --authfile "$FINAL_IMAGE_PUSH_CREDS" \
+    --digestfile "$DIGEST_FILE" \
+    "$TAG" "docker://$TAG" || built=$?
+fi
 
-# Bounded: keep only the images the Dockerfile names (the base and extensions images, which the
-# next build of this pool most likely uses again); the previous base after an upgrade goes. The
-# image is pushed by now: a failure here is only said.
-prune_storage() {
-  keep=
-  for ref in $(sed -n -e 's/^FROM[[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
-                   -e 's/.*--mount=[^[:space:]]*from=\([^,[:space:]]*\).*/\1/p' "$DOCKERFILE_DIR/Dockerfile"); do
-    id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
-  done
-  for id in $(buildah images --quiet --no-trunc); do
-    case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null ;; esac
-  done
-  echo "build storage kept: $(buildah images --noheading | wc -l) images"
-}
+# After a failed build or push too, or a pool whose builds keep failing keeps every base it was
+# upgraded to. The build's exit status and termination message stay what they were: a failed
+# build's is the log's tail (FallbackToLogsOnError), whose last line the reconciler shows, so
+# buildah's last line is said again after the pruning's.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   prune_storage || echo "build storage: removing the images this build did not use failed" >&2
+  if [ "$built" != 0 ] && [ -n "${failure:-}" ]; then printf '%s\n' "$failure" >&2; fi
 fi
+exit "$built"

@@ -18,6 +18,7 @@ import kubelet
 import pytest
 
 from reconcile.contract import annotations as A
+from reconcile.imagebuild.builders.base import last_line
 from tests.support import buildstorage, osimage
 from tests.support import factory as F
 from tests.support import realbuild as R
@@ -45,15 +46,16 @@ def env():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None):
-    """Render the pool's build Pod and run it; (exit code, termination message, logs, requests)."""
+def build(run_cli, env, mc, name, base=None, driver="auto", kept=False, volumes=None, extra=(), **harness):
+    """Render the pool's build Pod and run it; (exit code, termination message, logs, requests).
+    `extra`: more objects of the cluster; `harness`: more options of run_build_pod_unprivileged."""
     registry, host, image, root = env
-    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc))
+    code, after, err = run_cli.run(osimage.one_pool(registry, base or image.ref, mc) + list(extra))
     assert code == 0, err
     (pod,) = [o for o in F.owned(after) if o["kind"] == "Pod"]
     mark = len(registry.requests())
     code, message, logs = R.run_build_pod_unprivileged(R.with_storage(pod, driver, kept), after, host,
-                                                       root / name, volumes=volumes, pod_devices=True)
+                                                       root / name, volumes=volumes, pod_devices=True, **harness)
     return code, message, logs, registry.requests()[mark:], after
 
 
@@ -80,6 +82,31 @@ def test_the_build_works_with_each_driver_as_uid_1000(env, run_cli, driver):
                                     f"docker://{registry.host}/ocl/os-image:rendered-worker-{driver}").stdout)
     assert inspected["Digest"] == message.strip()
     assert inspected["Layers"][:len(image.layer_digests)] == list(image.layer_digests)
+
+
+#: quay.io/buildah/stable's storage.conf, the parts that matter: containers-common's default (driver,
+#: runroot, graphroot) with `#mount_program` switched on by its Containerfile (containers/image_build
+#: buildah/Containerfile: sed -e 's|^#mount_program|mount_program|g', into /etc/containers/storage.conf
+#: and again into /home/build/.config/containers/storage.conf, the `build` user's own).
+FUSE_STORAGE_CONF = ('[storage]\ndriver = "overlay"\nrunroot = "/run/containers/storage"\n'
+                     'graphroot = "/var/lib/containers/storage"\n\n'
+                     '[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n')
+
+
+@pytest.mark.parametrize("where", ["system", "user"])
+def test_auto_takes_native_overlay_whatever_the_images_storage_conf_names(env, run_cli, where):
+    """The builder image's storage.conf names fuse-overlayfs, which fails without /dev/fuse: the
+    check of native overlay must not read it, or `auto` takes vfs where overlay works, and the build
+    itself never reads it (CONTAINERS_STORAGE_CONF, the script's own). `system`: the image's
+    /etc/containers/storage.conf; `user`: $HOME/.config/containers/storage.conf, the one a rootless
+    user's buildah reads (containers/storage types/options.go, DefaultConfigFile). The harness gives
+    the script no CONTAINERS_STORAGE_CONF, as the Pod does not."""
+    kernel = tuple(int(p) for p in platform.release().split(".")[:2])
+    name = f"fuse-conf-{where}"
+    code, message, logs, _, _ = build(run_cli, env, F.machineconfig(f"rendered-worker-{name}"), name,
+                                      **{f"{where}_storage_conf": FUSE_STORAGE_CONF})
+    assert code == 0 and message.strip().startswith("sha256:"), logs
+    assert chosen(env[3] / name) == ("overlay" if kernel >= NATIVE_OVERLAY_KERNEL else "vfs"), logs
 
 
 @pytest.fixture
@@ -110,6 +137,10 @@ def test_auto_falls_back_to_vfs_where_native_overlay_cannot_mount(env, run_cli, 
                                       volumes=volumes)
     assert code == 0, logs
     assert chosen(overlay_home) == "vfs" and message.strip().startswith("sha256:")
+    # and says why: buildah's error from the check's mount
+    (why,) = [line for line in (env[3] / "ovl-auto/pod.log").read_text().splitlines()
+              if line.startswith("build storage: native overlay unavailable: ")]
+    assert why.removeprefix("build storage: native overlay unavailable: ").startswith("Error: ") and "fuse" in why, why
 
 
 def _layer_gets(requests, image):
@@ -157,6 +188,34 @@ def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it
     new_layers = set(upgraded.layer_digests) - set(image.layer_digests)        # the small base's layer is kept
     assert {r["uri"].rsplit("/", 1)[1] for r in _layer_gets(requests, upgraded)} == new_layers
     assert _images(storage) == sorted([[upgraded.ref], extensions])
+
+
+def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env, run_cli):
+    """A build after a base upgrade that fails (a custom step exits 3) removes the old base all the
+    same, or a pool whose builds keep failing fills its volume; the build stays failed, and the
+    reason the reconciler shows (the log's last line: FallbackToLogsOnError) stays buildah's."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix="kept-failed-", dir=root))
+    volumes = {R.KEPT_STORAGE: storage}
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-failed-1"), "kept-failed-1",
+                                driver="overlay", kept=True, volumes=volumes)
+    assert code == 0, logs
+    assert _images(storage) == [[image.ref]]
+    upgraded = osimage.push_chunked(registry, "ocl/base", "v3", osimage.SMALL_BASE, 3_000_000, layers=6, seed=3)
+    failing = F.configmap("on-cluster-build-custom-dockerfile", {"worker": "FROM configs AS final\nRUN exit 3\n"})
+    code, message, logs, _, after = build(run_cli, env, F.machineconfig("rendered-kept-failed-2"), "kept-failed-2",
+                                           base=upgraded.ref, driver="overlay", kept=True, volumes=volumes,
+                                           extra=[failing])
+    assert code != 0 and message == "", logs
+    assert _images(storage) == [[upgraded.ref]], logs
+    assert last_line(logs).startswith("Error: ") and last_line(logs).endswith("exit status 3"), logs
+    for obj in after:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Failed", log=logs)         # FallbackToLogsOnError: the log tail
+    code, final, _ = run_cli.run(after)
+    a = F.the_pool(final)["metadata"]["annotations"]
+    assert (code, a[A.STATE]) == (0, A.FAILED)
+    assert a[A.MESSAGE].endswith("exit status 3"), a[A.MESSAGE]
 
 
 @pytest.mark.parametrize("kind, keeps", [("xfs", True), ("ext4", False)])

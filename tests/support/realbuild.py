@@ -411,8 +411,11 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                                root: Path, lacks: frozenset[str] = frozenset(),
                                profile: dict[str, Any] | None = None,
                                volumes: dict[str, Path] | None = None,
-                               pod_devices: bool = False) -> tuple[int, str, str]:
-    """Run the container's command as its securityContext says, not as root: uid and gid from
+                               pod_devices: bool = False,
+                               system_storage_conf: str | None = None,
+                               user_storage_conf: str | None = None) -> tuple[int, str, str]:
+    """Run the container's command as its securityContext says, not as root (exit code,
+    termination message, the tail of its log: stdout and stderr in one stream): uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
     bounding set of the runtime defaults minus `drop` plus `add`, no_new_privs unless
     allowPrivilegeEscalation, in a mount namespace that shows the buildah image's /etc/subuid and
@@ -422,7 +425,14 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     `volumes`: host directories mounted at these container paths, as a volume that outlives the Pod
     (a PersistentVolumeClaim) or a sized filesystem would be; made the build user's, as the
     kubelet's fsGroup makes a volume writable. `pod_devices`: the container's /dev as a runtime
-    makes it (pod_dev_commands), without the host's other devices such as /dev/fuse. Under the seccomp filter the spec asks for (seccomp_filter), or `profile` in its place."""
+    makes it (pod_dev_commands), without the host's other devices such as /dev/fuse.
+    `system_storage_conf`: the text of the image's /etc/containers/storage.conf (a builder image's
+    own, such as quay.io/buildah/stable's); the host's /etc/containers is shown with it in that
+    mount namespace alone. `user_storage_conf`: the text of $HOME/.config/containers/storage.conf,
+    the file a rootless user's buildah reads (in the Pod, $HOME is an emptyDir that hides the
+    image's). The env has no CONTAINERS_STORAGE_CONF (the script's own choice), so containers/storage
+    finds its files where it would in the Pod. Under the seccomp filter the spec
+    asks for (seccomp_filter), or `profile` in its place."""
     (container,) = pod["spec"]["containers"]
     ctx = container.get("securityContext") or {}
     uid, gid = ctx["runAsUser"], ctx.get("runAsGroup", ctx["runAsUser"])
@@ -443,6 +453,13 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     termination = root / container["terminationMessagePath"].lstrip("/")
     termination.touch()
     os.chown(termination, uid, gid)
+    if user_storage_conf is not None:
+        for sub in (".config", ".config/containers", ".config/containers/storage.conf"):
+            if sub.endswith(".conf"):
+                (home / sub).write_text(user_storage_conf)
+            else:
+                (home / sub).mkdir(exist_ok=True)
+            os.chown(home / sub, uid, gid)
     tools = root / "tools"
     tools.mkdir()
     for name, cap in FILE_CAPS.items():
@@ -472,10 +489,25 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
         inner = f"mount --bind '{source}' '{root / path.lstrip('/')}' && {inner}"
     if pod_devices:
         inner = f"{pod_dev_commands(root / 'pod-dev')} && {inner}"
+    if system_storage_conf is not None:
+        # a copy of the directory, bound over it: the host may have no storage.conf to bind a file
+        # over, and making one would change the host's buildah
+        etc = root / "etc-containers"
+        if os.path.isdir("/etc/containers"):
+            shutil.copytree("/etc/containers", etc, symlinks=True)
+        etc.mkdir(exist_ok=True)
+        etc.chmod(0o755)
+        (etc / "storage.conf").write_text(system_storage_conf)
+        (etc / "storage.conf").chmod(0o644)
+        inner = f"mount --bind '{etc}' /etc/containers && {inner}"
+    # one stream in the order it was written, as the kubelet logs a container's stdout and stderr:
+    # with FallbackToLogsOnError its tail is the termination message of a failed build
     result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
-                             container["command"][2]], env=env, capture_output=True, text=True, timeout=600)
+                             container["command"][2]], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=600)
     message = termination.read_text() if termination.exists() else ""
-    return result.returncode, message, (result.stdout + result.stderr)[-3000:]
+    (root / "pod.log").write_text(result.stdout)                # the whole log, for a test to read
+    return result.returncode, message, result.stdout[-3000:]
 
 
 def seccomp_filter(pod: dict[str, Any], bounding: set[str], path: Path, profile: dict[str, Any] | None,
