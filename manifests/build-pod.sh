@@ -161,6 +161,13 @@ prune_storage() {
   for ref in $(image_refs "$DOCKERFILE_DIR/Dockerfile"); do
     id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
   done
+  # None of them stored (a build that failed before its pull: the registry refused or could not be
+  # reached): this build added nothing, and the last base is what the next build most likely shares
+  # most layers with.
+  if [ -z "$keep" ]; then
+    echo "build storage kept as it was: none of the images the Dockerfile names is stored"
+    return 0
+  fi
   ids=$(buildah images --quiet --no-trunc) || pruned=1
   for id in $ids; do
     case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null || pruned=1 ;; esac

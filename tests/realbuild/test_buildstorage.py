@@ -218,6 +218,23 @@ def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env
     assert a[A.MESSAGE].endswith("exit status 3"), a[A.MESSAGE]
 
 
+def test_a_build_that_cannot_pull_its_base_leaves_a_kept_storage_as_it_was(env, run_cli):
+    """A pull that fails (here the registry has no such manifest; a refused or unreachable registry
+    alike) adds nothing to the storage: the last base stays, since the next build most likely shares
+    most of its layers (an OS image's upgrade changes some chunks, not all)."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix="kept-nopull-", dir=root))
+    volumes = {R.KEPT_STORAGE: storage}
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-nopull-1"), "kept-nopull-1",
+                                driver="overlay", kept=True, volumes=volumes)
+    assert code == 0, logs
+    missing = f"{registry.host}/ocl/base@sha256:{'0' * 64}"
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-nopull-2"), "kept-nopull-2",
+                                base=missing, driver="overlay", kept=True, volumes=volumes)
+    assert code != 0, logs
+    assert _images(storage) == [[image.ref]], logs
+
+
 @pytest.mark.parametrize("kind, keeps", [("xfs", True), ("ext4", False)])
 def test_vfs_keeps_its_storage_only_on_a_volume_that_reflinks(env, run_cli, kind, keeps):
     """vfs copies every layer in full where the filesystem cannot share extents (46x the unpacked

@@ -82,6 +82,15 @@ def test_prune_storage_removes_every_image_the_dockerfile_does_not_name(tmp_path
     assert sorted(c for c in calls if c.startswith("rmi")) == [f"rmi --force sha256:{OLD}", f"rmi --force sha256:{BUILT}"]
 
 
+def test_prune_storage_removes_nothing_when_no_image_the_dockerfile_names_is_stored(tmp_path):
+    """A build that failed before its pull added nothing: the last base stays (its layers are most
+    of the next base's)."""
+    status, calls, out = run_prune(tmp_path, DOCKERFILE, {}, [OLD])
+    assert status == 0, out
+    assert not [c for c in calls if c.startswith("rmi")], calls
+    assert "build storage kept as it was" in out
+
+
 @pytest.mark.parametrize("fails", ["rmi", "images"])
 def test_prune_storage_fails_when_an_image_cannot_be_removed(tmp_path, fails):
     """The script says `removing the images this build did not use failed` on the function's
