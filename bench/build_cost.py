@@ -96,17 +96,20 @@ class Build:
     push_layers: int
 
 
-def measure(registry, host, fs, image, driver, mode, step, mc, work, n) -> Build:
+def measure(registry, host, fs, home, image, driver, mode, step, mc, work, n) -> Build:
+    """One build. `fs` holds the storage: the Pod's emptyDir (today), or the volume kept between
+    builds (kept), where `home` is the Pod's emptyDir beside it: build-pod.sh builds there, keeping
+    nothing, where vfs has no reflink on the volume. The peak counts both; `after`, what the volume
+    keeps."""
     repo = f"ocl/os-image-{driver}-{mode}"
     items, pod = render(registry, image.ref, mc, repo, work)
     kept = mode == "kept"
     pod = R.with_storage(pod, driver, kept=kept)
-    if not kept:
-        fs.wipe()
-    volumes = {R.KEPT_STORAGE if kept else "/home/build": fs.mount}
+    (home or fs).wipe()                                  # an emptyDir starts empty
+    volumes = {R.KEPT_STORAGE: fs.mount, "/home/build": home.mount} if kept else {"/home/build": fs.mount}
     mark, before = len(registry.requests()), blobs(registry)
     start = time.monotonic()
-    with fs.peak() as peak:
+    with fs.peak(also=(home,) if home else ()) as peak:
         code, message, logs = R.run_build_pod_unprivileged(pod, items, host, work / f"pod-{n}",
                                                            volumes=volumes, pod_devices=True)
     wall = time.monotonic() - start
@@ -183,13 +186,16 @@ HEADER = """\
 # Pod's ephemeral-storage, or the volume); `kept` what a kept storage holds between builds. Without
 # knowing the node's filesystem, size from the largest factor over the filesystems. Written by
 # bench/build_cost.py --write-table (make bench-build ARGS="--write-table [--fs xfs]"), one
-# filesystem per run; do not edit by hand. The generated base is incompressible: for a real base,
-# the unpacked size is larger than its compressed (registry) size.
+# filesystem per run; do not edit by hand. A kept vfs storage on a filesystem without reflink keeps
+# nothing (build-pod.sh builds in the Pod's emptyDir): its `kept` is 0, its peak that emptyDir's.
+# The generated base is incompressible: for a real base, the unpacked size is larger than its
+# compressed (registry) size.
 """
 
 
-def table(builds: list[Build], image: osimage.Image, args: argparse.Namespace) -> dict:
-    """This run's entry of manifests/build-disk.yaml (its filesystem's)."""
+def table(builds: list[Build], image: osimage.Image, args: argparse.Namespace, reflink: bool) -> dict:
+    """This run's entry of manifests/build-disk.yaml (its filesystem's). `reflink`: whether a copy
+    shares extents there (without it, build-pod.sh keeps no vfs storage on the volume)."""
     factors: dict = {}
     for b in builds:
         mine = [x for x in builds if (x.driver, x.mode) == (b.driver, b.mode)]
@@ -200,6 +206,7 @@ def table(builds: list[Build], image: osimage.Image, args: argparse.Namespace) -
         "date": datetime.date.today().isoformat(),
         "command": f"python bench/build_cost.py --size {args.size} --fs {args.fs} --write-table",
         "machine": f"{os.cpu_count()} cores, Linux {platform.release()}, {buildah_version()}",
+        "reflink": reflink,
         "base": {"layers": image.layers, "compressed_mb": round(image.compressed / MB, 1),
                  "unpacked_mb": round(image.unpacked / MB, 1)}},
         "factors": factors}
@@ -240,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = json.loads(Path(args.from_json).read_text())
         saved = figures["image"]
         image = osimage.Image(**dict(saved, layer_digests=tuple(saved["layer_digests"])))
-        return finish([Build(**b) for b in figures["builds"]], image, args)
+        return finish([Build(**b) for b in figures["builds"]], image, args, bool(figures.get("reflink")))
     why = R.unprivileged_tools() or buildstorage.available(args.fs)
     if why or shutil.which("buildah") is None:
         print(f"bench/build_cost.py: {why or 'needs buildah'}", file=sys.stderr)
@@ -255,35 +262,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"base {image.ref}: {image.layers} layers, {image.compressed / MB:.1f} MB compressed, "
               f"{image.unpacked / MB:.1f} MB unpacked, generated and pushed in "
               f"{time.monotonic() - start:.1f} s")
-        builds = []
+        builds, reflink = [], False
         for driver in args.drivers.split(","):
             for mode in args.modes.split(","):
                 size = capacity(driver, image.unpacked, image.layers)
                 fs = buildstorage.Filesystem(work / f"fs-{driver}-{mode}", size, args.fs)
+                home = buildstorage.Filesystem(work / f"home-{driver}-{mode}", size, args.fs) \
+                    if mode == "kept" else None
+                reflink = fs.reflinks()
+                print(f"{args.fs}: reflink {'yes' if reflink else 'no'} (cp --reflink=always)", flush=True)
                 try:
                     for n, (step, mc) in enumerate(zip(STEPS, machineconfigs(), strict=True)):
-                        b = measure(registry, host, fs, image, driver, mode, step, mc, work, n)
+                        b = measure(registry, host, fs, home, image, driver, mode, step, mc, work, n)
                         print(f"{driver:7} {mode:5} {step:17} {b.wall:6.1f} s  pulled {b.pulled / MB:7.1f} MB"
                               f"  pushed {b.pushed / MB:6.2f} MB  peak {b.peak / MB:7.0f} MB", flush=True)
                         builds.append(b)
                 finally:
                     fs.close()
+                    if home:
+                        home.close()
     finally:
         registry.stop()
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        figures = {"image": asdict(image), "builds": [asdict(b) for b in builds]}
+        figures = {"image": asdict(image), "builds": [asdict(b) for b in builds], "reflink": reflink}
         Path(args.json).write_text(json.dumps(figures, indent=1))
-    return finish(builds, image, args)
+    return finish(builds, image, args, reflink)
 
 
-def finish(builds: list[Build], image: osimage.Image, args: argparse.Namespace) -> int:
+def finish(builds: list[Build], image: osimage.Image, args: argparse.Namespace, reflink: bool) -> int:
     """The figures, the goals, and this filesystem's entry of the disk table."""
     report(builds, image)
     print("\n| setup | goal | measured | met |\n|---|---|---|---|")
     for setup, goal, figure, met in goals(builds, image):
         print(f"| {setup} | {goal} | {figure} | {'met' if met else 'NOT met'} |")
-    entry = table(builds, image, args)
+    entry = table(builds, image, args, reflink)
     print(f"\nbuild-disk.yaml, filesystems.{args.fs}: {json.dumps(entry)}")
     if args.write_table:
         write_table(entry, args.fs)

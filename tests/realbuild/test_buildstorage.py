@@ -14,7 +14,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import kubelet
 import pytest
 
 from reconcile.contract import annotations as A
@@ -190,17 +189,25 @@ def test_a_kept_storage_rebuilds_without_pulling_the_base_and_keeps_only_what_it
     assert _images(storage) == sorted([[upgraded.ref], extensions])
 
 
+def kept_after_one_build(run_cli, env, name: str) -> tuple[Path, dict[str, Path]]:
+    """A kept storage after one good build with overlay on the base: (its directory, the volumes
+    that mount it); it holds the base alone."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+    volumes = {R.KEPT_STORAGE: storage}
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig(f"rendered-{name}-1"), f"{name}-1",
+                                driver="overlay", kept=True, volumes=volumes)
+    assert code == 0, logs
+    assert _images(storage) == [[image.ref]]
+    return storage, volumes
+
+
 def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env, run_cli):
     """A build after a base upgrade that fails (a custom step exits 3) removes the old base all the
     same, or a pool whose builds keep failing fills its volume; the build stays failed, and the
     reason the reconciler shows (the log's last line: FallbackToLogsOnError) stays buildah's."""
     registry, host, image, root = env
-    storage = Path(tempfile.mkdtemp(prefix="kept-failed-", dir=root))
-    volumes = {R.KEPT_STORAGE: storage}
-    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-failed-1"), "kept-failed-1",
-                                driver="overlay", kept=True, volumes=volumes)
-    assert code == 0, logs
-    assert _images(storage) == [[image.ref]]
+    storage, volumes = kept_after_one_build(run_cli, env, "kept-failed")
     upgraded = osimage.push_chunked(registry, "ocl/base", "v3", osimage.SMALL_BASE, 3_000_000, layers=6, seed=3)
     failing = F.configmap("on-cluster-build-custom-dockerfile", {"worker": "FROM configs AS final\nRUN exit 3\n"})
     code, message, logs, _, after = build(run_cli, env, F.machineconfig("rendered-kept-failed-2"), "kept-failed-2",
@@ -209,11 +216,7 @@ def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env
     assert code != 0 and message == "", logs
     assert _images(storage) == [[upgraded.ref]], logs
     assert last_line(logs).startswith("Error: ") and last_line(logs).endswith("exit status 3"), logs
-    for obj in after:
-        if obj["kind"] == "Pod":
-            kubelet.set_phase(obj, "Failed", log=logs)         # FallbackToLogsOnError: the log tail
-    code, final, _ = run_cli.run(after)
-    a = F.the_pool(final)["metadata"]["annotations"]
+    code, a, _ = R.pool_after_failure(run_cli, after, logs)
     assert (code, a[A.STATE]) == (0, A.FAILED)
     assert a[A.MESSAGE].endswith("exit status 3"), a[A.MESSAGE]
 
@@ -223,11 +226,7 @@ def test_a_build_that_cannot_pull_its_base_leaves_a_kept_storage_as_it_was(env, 
     alike) adds nothing to the storage: the last base stays, since the next build most likely shares
     most of its layers (an OS image's upgrade changes some chunks, not all)."""
     registry, host, image, root = env
-    storage = Path(tempfile.mkdtemp(prefix="kept-nopull-", dir=root))
-    volumes = {R.KEPT_STORAGE: storage}
-    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-nopull-1"), "kept-nopull-1",
-                                driver="overlay", kept=True, volumes=volumes)
-    assert code == 0, logs
+    storage, volumes = kept_after_one_build(run_cli, env, "kept-nopull")
     missing = f"{registry.host}/ocl/base@sha256:{'0' * 64}"
     code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-nopull-2"), "kept-nopull-2",
                                 base=missing, driver="overlay", kept=True, volumes=volumes)
@@ -276,11 +275,6 @@ def test_a_build_that_runs_out_of_space_says_so(env, run_cli, capsys):
     assert code != 0 and "no space left on device" in logs, logs
     assert message.startswith("build storage full (vfs driver, ") and "no space left on device" in message
     assert len(message.splitlines()) == 1
-    failed = copy.deepcopy(after)
-    for obj in failed:
-        if obj["kind"] == "Pod":
-            kubelet.set_phase(obj, "Failed", log=message)    # FallbackToLogsOnError: the message, not the log
-    code, final, _ = run_cli.run(failed)
-    a = F.the_pool(final)["metadata"]["annotations"]
+    code, a, _ = R.pool_after_failure(run_cli, after, message)     # the message, not the log
     assert (code, a[A.STATE]) == (0, A.FAILED)
     assert "build storage full" in a[A.MESSAGE]

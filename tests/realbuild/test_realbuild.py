@@ -130,11 +130,7 @@ def test_broken_dockerfile_fails_and_its_reason_reaches_the_pool(env, run_cli, t
         "COPY ./machineconfig/ ", "COPY ./wrong-path/ ")
     code, message, logs = R.run_build_pod(pod, broken, host, tmp_path / "pod")
     assert code != 0 and message == ""
-    for obj in broken:
-        if obj["kind"] == "Pod":
-            kubelet.set_phase(obj, "Failed", log=logs)         # FallbackToLogsOnError: the log tail
-    code, final, _ = run_cli.run(broken)
-    a = F.the_pool(final)["metadata"]["annotations"]
+    code, a, final = R.pool_after_failure(run_cli, broken, logs)
     assert (code, a[A.STATE]) == (0, A.FAILED)
     assert "wrong-path" in a[A.MESSAGE]
     assert snapshot.dump(final)

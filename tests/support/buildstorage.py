@@ -52,14 +52,28 @@ class Filesystem:
             else:
                 entry.unlink()
 
+    def reflinks(self) -> bool:
+        """Does a copy share extents here (FICLONE: `cp --reflink=always`, as build-pod.sh asks)?"""
+        probe = self.mount / ".reflink-probe"
+        probe.write_bytes(b"probe")
+        try:
+            return subprocess.run(["cp", "--reflink=always", str(probe), f"{probe}.copy"],
+                                  capture_output=True).returncode == 0
+        finally:
+            for p in (probe, Path(f"{probe}.copy")):
+                p.unlink(missing_ok=True)
+
     @contextmanager
-    def peak(self, every: float = 0.05) -> Iterator[list[int]]:
-        """Samples `used()` while the block runs; the list holds the peak when it ends."""
-        result, done = [self.used()], threading.Event()
+    def peak(self, every: float = 0.05, also: tuple[Filesystem, ...] = ()) -> Iterator[list[int]]:
+        """Samples `used()` (with `also`, the sum over them all) while the block runs; the list holds
+        the peak when it ends."""
+        def used() -> int:
+            return self.used() + sum(f.used() for f in also)
+        result, done = [used()], threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                result[0] = max(result[0], self.used())
+                result[0] = max(result[0], used())
                 time.sleep(every)
         thread = threading.Thread(target=sample, daemon=True)
         thread.start()
@@ -68,7 +82,7 @@ class Filesystem:
         finally:
             done.set()
             thread.join()
-            result[0] = max(result[0], self.used())
+            result[0] = max(result[0], used())
 
     def close(self) -> None:
         subprocess.run(["umount", str(self.mount)], check=False, capture_output=True)

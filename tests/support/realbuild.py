@@ -158,6 +158,23 @@ class TestCA:
                 "-out", str(self.cert))
 
 
+def pool_after_failure(run_cli: Any, items: list[dict[str, Any]], reason: str, pool: str = "worker"
+                       ) -> tuple[int, dict[str, str], list[dict[str, Any]]]:
+    """The run after the kubelet reports the build Pod Failed with `reason` as its termination
+    message (FallbackToLogsOnError: the log's tail where the script wrote none): (its exit code, the
+    pool's annotations, the cluster after it)."""
+    import copy
+
+    import kubelet
+    failed = copy.deepcopy(items)
+    for obj in failed:
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Failed", log=reason)
+    code, final, _ = run_cli.run(failed)
+    found = next(o for o in final if o["kind"] == "MachineConfigPool" and o["metadata"]["name"] == pool)
+    return code, found["metadata"].get("annotations") or {}, final
+
+
 def require_registry() -> None:
     """The realapi suite's rollback needs only `docker-registry` (no root, no buildah)."""
     if shutil.which("docker-registry") is None:

@@ -26,4 +26,7 @@ def test_each_filesystem_has_both_drivers_and_modes_measured_on_a_base_as_the_is
             # a storage holds the unpacked image at least once while it builds
             assert min(m["peak"] for m in modes.values()) >= 1.0, (fs, driver)
             assert modes["today"]["kept"] == 0, (fs, driver)          # an emptyDir keeps nothing
-            assert 1.0 <= modes["kept"]["kept"] <= modes["kept"]["peak"], (fs, driver)
+            if driver == "vfs" and not measured["reflink"]:           # build-pod.sh keeps none there
+                assert modes["kept"]["kept"] == 0, (fs, driver)
+            else:
+                assert 1.0 <= modes["kept"]["kept"] <= modes["kept"]["peak"], (fs, driver)

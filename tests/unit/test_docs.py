@@ -137,3 +137,16 @@ def test_every_path_of_ours_the_docs_quote_exists(doc):
     quoted = re.findall(r"`([^`\s]+)`", _FENCE.sub("", doc.read_text()))
     paths = {q.rstrip(".,:;)") for q in quoted if q.startswith(OURS) and not re.search(r"[<>*{}]|\.\.\.", q)}
     assert sorted(p for p in paths if not (F.ROOT / p).exists()) == []
+
+
+def test_the_readmes_first_screen_has_the_commands_and_the_rebuild_ratio_the_benchmark_measured():
+    """A newcomer's first screen (50 lines) has `make demo`, `make test` and, for issue 32, the
+    rebuild ratio of docs/development.md's goals table ("Build cost", the figure bench/build_cost.py
+    printed); docs/contract.md gives the same figure."""
+    dev = (F.ROOT / "docs" / "development.md").read_text()
+    (row,) = [line for line in dev.splitlines() if line.startswith("| a rebuild after a one-file change")]
+    ratio = re.search(r"met: (\d+\.\d+x)", row).group(1)
+    first = "\n".join((F.ROOT / "README.md").read_text().splitlines()[:50])
+    assert "make demo" in first and "make test" in first
+    assert ratio in first, (ratio, first[-600:])
+    assert ratio in (F.ROOT / "docs" / "contract.md").read_text()
