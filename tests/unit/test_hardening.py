@@ -104,12 +104,11 @@ def test_a_history_entry_outside_the_configured_repository_is_not_reused(run_cli
     assert err.count(f"WARNING pool worker: not reused: {evil} is not in the configured repository {F.REPO}") == 1
 
 
-def test_render_does_not_leave_out_the_build_pod_for_its_own_scripts_text(run_cli, monkeypatch):
+@pytest.mark.parametrize("builder", ["custom-pod-builder"], indirect=True)   # an OpenShift Build runs no script of ours
+def test_render_does_not_leave_out_the_build_pod_for_its_own_scripts_text(run_cli, monkeypatch, builder):
     """The build script is ours, not a value a user gave: a URL with userinfo in its text (a comment,
-    say) does not make render drop the Pod (an OpenShift Build runs no script of ours)."""
+    say) does not make render drop the Pod."""
     from reconcile.imagebuild import templates
-    if F.BUILDER != "custom-pod-builder":
-        pytest.skip("only the buildah Pod runs build-pod.sh")
     real = templates.source
 
     def source(name):
