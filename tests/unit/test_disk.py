@@ -83,3 +83,14 @@ def test_settings_win_and_a_derived_limit_is_never_below_a_set_request():
 def test_the_table_has_the_node_filesystem_the_emptydir_sizing_reads():
     """RHCOS's root filesystem (disk.py NODE_FILESYSTEM); the rows' shape: test_build_disk_table.py."""
     assert disk.NODE_FILESYSTEM == "xfs" and "xfs" in ROWS
+
+
+@pytest.mark.parametrize("storage", ["emptyDir", "persistent"])
+def test_contract_md_quotes_what_the_plan_says_for_its_example_base(storage):
+    """docs/contract.md ("A build's disk") quotes `ocl-reconciler.io/disk` for a 1395864371-byte
+    base: the quote is what the plan gives with today's factors (manifests/build-disk.yaml)."""
+    found = settings.read(F.NS, {"on-cluster-build-config": F.build_config(),
+                                 "machine-config-osimageurl": F.osimageurl()})
+    figures = disk.plan(found, disk.BaseSize("base", 1395864371), storage, "auto").figures
+    text = " ".join((F.ROOT / "docs" / "contract.md").read_text().split())
+    assert f"`{figures}`" in text, figures
