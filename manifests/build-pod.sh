@@ -82,6 +82,14 @@ reflinks() {
   [ "$ok" = yes ]
 }
 
+# A killed build may have left its check's storage beside a kept graph root (one build at a time
+# uses a volume: core/storage.py); its files belong to buildah's subordinate ids.
+if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
+  for stale in "$graphroot".probe.*; do
+    [ ! -e "$stale" ] || buildah unshare rm -rf "$stale" || echo "build storage: could not remove $stale" >&2
+  done
+fi
+
 driver=$STORAGE_DRIVER
 if [ "$driver" = auto ]; then
   if native_overlay; then driver=overlay; else driver=vfs; fi

@@ -221,6 +221,24 @@ def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env
     assert a[A.MESSAGE].endswith("exit status 3"), a[A.MESSAGE]
 
 
+def test_a_killed_builds_overlay_check_is_removed_from_a_kept_storage(env, run_cli):
+    """The check of native overlay keeps its own storage beside the graph root while it runs; a
+    build killed then leaves it on the volume, which the next build removes (as uid 1000, in
+    buildah's user namespace: a file of a subordinate id inside)."""
+    registry, host, image, root = env
+    storage, volumes = kept_after_one_build(run_cli, env, "kept-probe")
+    stale = storage / "containers" / "storage.probe.Ab12Cd"
+    (stale / "root").mkdir(parents=True)
+    (stale / "root" / "layer-file").write_text("left by a killed build")
+    for path in (stale, stale / "root", stale / "root" / "layer-file"):
+        os.chown(path, 100000, 100000)          # a subordinate id of the build user (/etc/subuid)
+    code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-probe-2"), "kept-probe-2",
+                                kept=True, volumes=volumes)
+    assert code == 0, logs
+    assert not stale.exists(), logs
+    assert _images(storage) == [[image.ref]]
+
+
 def test_a_build_that_cannot_pull_its_base_leaves_a_kept_storage_as_it_was(env, run_cli):
     """A pull that fails (here the registry has no such manifest; a refused or unreachable registry
     alike) adds nothing to the storage: the last base stays, since the next build most likely shares
