@@ -150,7 +150,7 @@ def _size(obj: Mapping[str, Any]) -> float:
     resources = objects.spec(obj).get("resources")
     requests = resources.get("requests") if isinstance(resources, Mapping) else None
     wanted = str(requests.get("storage") or "") if isinstance(requests, Mapping) else ""
-    return settings.amount(wanted) if settings.QUANTITY.match(wanted) else 0.0     # not ours: never kept
+    return settings.amount(wanted) if settings.QUANTITY.match(wanted) else 0.0     # none: fits no known size
 
 
 def name(pool: str, storage_class: str, size: str, builder_image: str) -> str:
