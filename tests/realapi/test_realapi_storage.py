@@ -20,8 +20,10 @@ pytestmark = pytest.mark.realapi
 PVC = "PersistentVolumeClaim"
 
 
-def cluster(**keys: str) -> list[dict]:
-    return F.cluster(extra=[GP3], settings=[F.build_config(buildStorage="persistent", **keys), F.osimageurl(),
+def cluster(**keys: str | None) -> list[dict]:
+    """`buildStorage: persistent`, or with `buildStorage=None` unset (the default, persistent)."""
+    keys = {"buildStorage": "persistent", **keys}
+    return F.cluster(extra=[GP3], settings=[F.build_config(**keys), F.osimageurl(),
                                             F.secret("pull-secret"), F.secret("push-secret")])
 
 
@@ -29,8 +31,9 @@ def volumes(real) -> list[dict]:
     return [o for o in real.owned() if o["kind"] == PVC]
 
 
-def test_the_volume_and_its_pod_are_accepted_and_kept_between_builds(real):
-    real.seed(cluster())
+@pytest.mark.parametrize("setting", ["persistent", None], ids=["persistent", "default"])
+def test_the_volume_and_its_pod_are_accepted_and_kept_between_builds(real, setting):
+    real.seed(cluster(buildStorage=setting))
     code, err = real.run()
     assert code == 0, err
     (pvc,) = volumes(real)
@@ -48,7 +51,7 @@ def test_the_volume_and_its_pod_are_accepted_and_kept_between_builds(real):
         real.finish(phase)
         assert real.run()[0] == 0
     assert real.ann()[A.STATE] == A.SUCCEEDED and [v["metadata"]["name"] for v in volumes(real)] == [name]
-    mark = real.api.audit_mark()                    # converged: one more LIST than the default's six
+    mark = real.api.audit_mark()                    # converged: one more LIST than emptyDir's six
     assert real.run()[0] == 0
     audit = real.api.audit(mark, realserver.RECONCILER)
     lists = [e["objectRef"]["resource"] for e in audit if e["verb"] == "list"]
