@@ -9,14 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconcile.contract import annotations as A
-from reconcile.core import desired, events, mcolabel, rollout
+from reconcile.core import desired, events, mcolabel, rollout, storage
 from reconcile.core.actions import Action
 from reconcile.core.actions_step import Step, apply_rollout, patch_annotations, rfc3339
 
 
 def opt_out(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    """Our objects go, and so does every key of ours on the pool."""
-    s.delete(o for o in s.d.owned if o.get("kind") != rollout.KIND)
+    """Our objects go (a labelled volume that is not ours stays: core/storage.py), and so does
+    every key of ours on the pool."""
+    s.delete(o for o in s.d.owned
+             if o.get("kind") != rollout.KIND and storage.deletable(o, s.d.pool, s.d.pool_name))
     # before the annotations go: the Event is named with the pool's transition time, so a rerun
     # after a kill finds it instead of telling it twice
     apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), s.d.pool, s.d.pool_name, rfc3339(s.now)))
@@ -24,7 +26,8 @@ def opt_out(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | 
 
 
 def pool_gone(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    s.delete(o for o in s.d.owned if o.get("kind") != rollout.KIND)
+    s.delete(o for o in s.d.owned
+             if o.get("kind") != rollout.KIND and storage.deletable(o, None, s.d.pool_name))
     apply_rollout(s, rollout.remove(s.d.rollout or rollout.View(), None, s.d.pool_name, rfc3339(s.now)))
 
 

@@ -133,6 +133,19 @@ def untrusted(volume: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
     return ""
 
 
+def deletable(obj: Mapping[str, Any], pool: Mapping[str, Any] | None, pool_name: str) -> bool:
+    """May the opt-out (`pool`) or the pool's deletion (None: only its name is left) delete this
+    object of the pool's? Any but a volume that is not ours: one `untrusted` for the pool, or with
+    the pool gone, one whose ownerReferences do not name it."""
+    if obj.get("kind") != KIND:
+        return True
+    if pool is not None:
+        return not untrusted(obj, pool)
+    owners = objects.meta(obj).get("ownerReferences")
+    return isinstance(owners, list) and any(isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool"
+                                            and o.get("name") == pool_name for o in owners)
+
+
 def _refused(d: Any) -> list[tuple[Mapping[str, Any], str]]:
     return [(v, why) for v in d.storage if (why := untrusted(v, d.pool))]
 

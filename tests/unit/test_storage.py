@@ -382,3 +382,20 @@ def test_the_fallback_is_said_as_a_warning(run_cli):
     assert code == 0
     assert any(line.startswith("WARNING") and "but this pool's builds use an emptyDir" in line
                for line in err.splitlines()), err
+
+
+@pytest.mark.parametrize("how", ["opt-out", "pool-gone"])
+def test_the_opt_out_and_the_pools_deletion_leave_a_foreign_labelled_volume_alone(run_cli, how):
+    """"Neither used nor deleted" holds when the pool goes too: ours go, a labelled volume with no
+    ownerReference to the pool stays."""
+    code, made, _ = run_cli.run(cluster(GP3))
+    code, items, err = run_cli.run(set_phase(made, "Succeeded") + [forged(made, "no-owner")])
+    ours = volumes(made)[0]["metadata"]["name"]
+    if how == "opt-out":
+        del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+    else:
+        items = [o for o in items if o["kind"] != "MachineConfigPool"]
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert [v["metadata"]["name"] for v in volumes(items)] == ["prefilled"]        # ours went
+    assert f"delete PersistentVolumeClaim/{F.NS}/{ours}" in err
