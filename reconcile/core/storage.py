@@ -27,11 +27,12 @@ pkg/scheduler/framework/plugins/volumebinding/volume_binding.go) nor deleted aga
 
 **Only volumes we made.** A volume's images are what the next build takes as its base (found by
 digest, never pulled again), so a labelled one is mounted, kept or adopted only when it is one
-this reconciler made for this pool: an ownerReference to the pool's uid, ReadWriteOnce, no
-`dataSource` or `dataSourceRef` (a copy of another volume), and a `spec.volumeName` only where the
-PV controller chose it (it marks the claim `pv.kubernetes.io/bound-by-controller`: kubernetes/
-kubernetes v1.34.2 pkg/controller/volume/persistentvolume/pv_controller.go, bindClaimToVolume).
-Another is left alone, not deleted, and said as a warning. Whoever may create
+this reconciler made for this pool: an ownerReference to the pool's uid, ReadWriteOnce, a
+filesystem, no `dataSource` or `dataSourceRef` (a copy of another volume) nor `selector` (one
+that picks a volume that exists), and a `spec.volumeName` only where the PV controller chose it
+(it marks the claim `pv.kubernetes.io/bound-by-controller`: kubernetes/kubernetes v1.34.2
+pkg/controller/volume/persistentvolume/pv_controller.go, bindClaimToVolume). Another is left
+alone, by the opt-out and the pool's deletion too, and said as a warning. Whoever may create
 PersistentVolumeClaims in our namespace can still forge all of that: docs/namespace.md keeps that
 right to administrators.
 
@@ -126,6 +127,10 @@ def untrusted(volume: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
     spec = objects.spec(volume)
     if spec.get("dataSource") or spec.get("dataSourceRef"):
         return "it is a copy of a data source"
+    if spec.get("selector"):
+        return "its selector picks a volume that exists (spec.selector)"
+    if spec.get("volumeMode", "Filesystem") != "Filesystem":
+        return "it is not a filesystem volume"
     if spec.get("accessModes") != ["ReadWriteOnce"]:
         return "its access modes are not ReadWriteOnce"
     if spec.get("volumeName") and objects.annotations(volume).get(BOUND_BY_CONTROLLER) != "yes":
@@ -214,20 +219,27 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
     refused = _refused(d)
     trusted = [v for v in d.storage if not any(v is r for r, _ in refused)]
     use, why = storage_class(found, classes)
-    if use is None:
+    from_record = use is None
+    if from_record:         # the recorded volume, if it still fits; never a new one of its class
         kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool))
                 and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
         use = str(objects.spec(kept[0]).get("storageClassName") or "")
+        trusted = kept
     want = disk.plan(found, base, settings.STORAGE_PERSISTENT, driver)
     fits = [v for v in trusted if not _deleting(v)
             and objects.spec(v).get("storageClassName") == use
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
-    chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)), _size(v)),
-                 default=None)
-    claim = objects.name(chosen) if chosen else name(inp.pool, use, want.volume, inp.builder_image)
+    wanted = name(inp.pool, use, want.volume, inp.builder_image)
+    chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)),
+                                      objects.name(v) == wanted, _size(v)), default=None)
+    if chosen is None and from_record:      # kept for a later build, the record as it is
+        return Placement(empty, note=WarningNote(
+            f"build storage {KIND}/{objects.name(trusted[0])} no longer fits and no other can be made "
+            f"({why}): this build uses an emptyDir; the volume is kept"))
+    claim = objects.name(chosen) if chosen else wanted
     warning = WarningNote(_warn(refused)) if refused else ""
     if chosen is None and any(objects.name(v) == claim for v, _ in refused):
         return Placement(empty, note=WarningNote(f"{warning}; this build uses an emptyDir"))

@@ -321,6 +321,10 @@ def forged(items: list[dict], how: str) -> dict:
         v["spec"]["accessModes"] = ["ReadWriteMany"]
     elif how == "pre-bound":
         v["spec"]["volumeName"] = "pv-prepared-by-its-creator"
+    elif how == "selector":                # the PV controller binds it to a prepared volume itself
+        v["spec"]["selector"] = {"matchLabels": {"prepared": "yes"}}
+    elif how == "Block":
+        v["spec"]["volumeMode"] = "Block"
     elif how == "bound-by-controller":     # one of ours after the PV controller bound it: trusted
         v["spec"]["volumeName"] = "pvc-1234"
         v["metadata"]["annotations"].update({storage.BOUND_BY_CONTROLLER: "yes", "pv.kubernetes.io/bind-completed": "yes"})
@@ -328,7 +332,7 @@ def forged(items: list[dict], how: str) -> dict:
 
 
 @pytest.mark.parametrize("how", ["no-owner", "other-uid", "dataSource", "dataSourceRef", "ReadWriteMany", "pre-bound",
-                                 "bound-by-controller"])
+                                 "selector", "Block", "bound-by-controller"])
 def test_only_a_volume_we_made_for_the_pool_is_mounted_and_another_is_left_alone(run_cli, how):
     """A volume's images become the build's base: one labelled ours that we did not make for this
     pool (core/storage.py, "Only volumes we made") is not mounted, not deleted, and said."""
@@ -399,3 +403,21 @@ def test_the_opt_out_and_the_pools_deletion_leave_a_foreign_labelled_volume_alon
     assert code == 0, err
     assert [v["metadata"]["name"] for v in volumes(items)] == ["prefilled"]        # ours went
     assert f"delete PersistentVolumeClaim/{F.NS}/{ours}" in err
+
+
+def test_without_the_storage_classes_a_recorded_volume_too_small_is_not_replaced_by_one_of_its_class(
+        run_cli, monkeypatch):
+    """The recorded volume stands in for a class the settings no longer give (unreadable, named but
+    absent, no default) only as it is: a larger one is never made of its class against the
+    settings; the build uses an emptyDir, saying why, and the volume is kept for a later build."""
+    from reconcile.cluster import observe
+    code, items, _ = run_cli.run(cluster(GP3, buildStorageSize="50Gi"))
+    code, items, _ = run_cli.run(set_phase(items, "Succeeded"))
+    (pvc,) = volumes(items)
+    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
+    code, items, err = run_cli.run(new_config(settings_of(items, buildStorageSize="200Gi")))
+    assert code == 0, err
+    assert [v["metadata"]["name"] for v in volumes(items)] == [pvc["metadata"]["name"]]
+    assert not [v for v in build_pod(items)["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"{PVC}/{pvc['metadata']['name']}"
+    assert "no longer fits and no other can be made (cannot list StorageClasses: forbidden" in err
