@@ -49,6 +49,8 @@ class Observed:
     #: with `rollout: machineconfig`, every MachineConfig named like ours, metadata only, whatever
     #: its labels (`named_machineconfigs`): only the stray check reads it, nothing acts on it
     named: list[dict[str, Any]] = field(default_factory=list)
+    #: why our PersistentVolumeClaims could not be listed ("": they were, or were not wanted)
+    storage_problem: str = ""
 
 
 def read_settings(namespace: str, configmaps: list[dict[str, Any]],
@@ -66,8 +68,8 @@ def read_settings(namespace: str, configmaps: list[dict[str, Any]],
         return Problem(str(err))
 
 
-def read_material(cluster: Cluster, found: Settings,
-                  configmaps: list[dict[str, Any]]) -> desired.Material:
+def read_material(cluster: Cluster, found: Settings, configmaps: list[dict[str, Any]],
+                  storage_problem: str = "") -> desired.Material:
     """The pull and push secrets and the labelled build inputs (Secrets by two labelled LISTs,
     ConfigMaps from the namespace LIST already made)."""
     secrets: dict[str, dict[str, Any]] = {}
@@ -96,8 +98,8 @@ def read_material(cluster: Cluster, found: Settings,
         inputs = buildinputs.discover(labelled.values(), *builders.reserved())
     except buildinputs.Conflict as err:
         return desired.Material(secrets, problem=str(err))
-    classes = storage_classes(cluster) if found.persistent_storage and \
-        found.builder_type == settings.CUSTOM_POD_BUILDER else None
+    classes = None if not found.persistent_storage or found.builder_type != settings.CUSTOM_POD_BUILDER else \
+        storage.Classes(problem=storage_problem) if storage_problem else storage_classes(cluster)
     cluster_proxy = proxy.from_object(_get_optional(cluster, "Proxy", "", proxy.NAME))
     bundle = None
     if cluster_proxy.trusted_ca:
@@ -123,8 +125,8 @@ def storage_classes(cluster: Cluster) -> storage.Classes:
     try:
         return storage.Classes(tuple(cluster.list("StorageClass", None, metadata_only=True)))
     except Forbidden as err:
-        return storage.Classes(problem=f"{err}; re-apply your overlay (its ClusterRole comes from "
-                                       "kustomize/base)")
+        return storage.Classes(problem=f"cannot list StorageClasses: {err}; re-apply your overlay (its "
+                                       "ClusterRole comes from kustomize/base)")
 
 
 class _Unreadable(Exception):
@@ -181,14 +183,24 @@ def _list_optional(cluster: Cluster, kind: str, namespace: str,
 
 
 def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
-               rollout: bool = False, volumes: bool = False) -> list[dict[str, Any]]:
+               rollout: bool = False, volumes: bool = False,
+               problems: list[str] | None = None) -> list[dict[str, Any]]:
     """Our objects of every kind (of one pool); with `rollout`, our MachineConfigs too (cluster-scoped,
     listed only with `rollout: machineconfig`, whose RBAC Component grants it); our build storage
-    volumes with `volumes`, or when a Pod of ours mounts one."""
+    volumes with `volumes`, or when a Pod of ours mounts one. Given `problems`, a 403 on the volumes
+    where no Pod of ours mounts one (a Role from before build storage, the setting's default) is
+    no volumes, and why is added to it: builds then use an emptyDir (core/storage.py)."""
     selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: naming.pool_label(pool)} if pool else {}))
     found = [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
-    if volumes or any(storage.claim_of(o) for o in found if o.get("kind") == "Pod"):
-        found += cluster.list(storage.KIND, namespace, selector)
+    mounted = any(storage.claim_of(o) for o in found if o.get("kind") == "Pod")
+    if volumes or mounted:
+        try:
+            found += cluster.list(storage.KIND, namespace, selector)
+        except Forbidden as err:
+            if problems is None or mounted:
+                raise
+            problems.append(f"cannot list PersistentVolumeClaims in {namespace}: {err}; re-apply your "
+                            "overlay (its Role comes from kustomize/base)")
     return found + (cluster.list("MachineConfig", None, selector) if rollout else [])
 
 
@@ -225,9 +237,12 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
         found = Problem(str(err))
     rolled = _rollout(found)
     pools = cluster.list("MachineConfigPool", None)
-    return Observed(namespace, found, pools,
-                    list_owned(cluster, namespace, rollout=rolled, volumes=volumes_wanted(found, pools)),
-                    configmaps, named_machineconfigs(cluster) if rolled else [])
+    recorded = any(storage.recorded(objects.annotations(p)) for p in pools)
+    problems: list[str] = []
+    owned = list_owned(cluster, namespace, rollout=rolled, volumes=volumes_wanted(found, pools),
+                       problems=None if recorded else problems)
+    return Observed(namespace, found, pools, owned, configmaps,
+                    named_machineconfigs(cluster) if rolled else [], storage_problem="; ".join(problems))
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
@@ -362,7 +377,8 @@ class Planner:
         """Read these MachineConfigs and the build material, each at most once."""
         self._read_machineconfigs(wanted)
         if self.material is None and isinstance(self.seen.settings, Settings):
-            self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps)
+            self.material = read_material(self.cluster, self.seen.settings, self.seen.configmaps,
+                                          self.seen.storage_problem)
 
     def _list_nodes(self) -> list[dict[str, Any]]:
         if self.nodes is None:

@@ -103,7 +103,7 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     if seen is not None and isinstance(seen.settings, Settings) and seen.settings.persistent_storage and \
             seen.settings.builder_type == settings.CUSTOM_POD_BUILDER:
         classes, error = _read(lambda: observe.storage_classes(cluster))    # one metadata-only LIST, as a run
-        f.storage_classes = classes or storage.Classes(problem=error)
+        f.storage_classes = classes or storage.Classes(problem=f"cannot list StorageClasses: {error}")
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f

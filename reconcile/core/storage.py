@@ -76,7 +76,8 @@ BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 @dataclass(frozen=True)
 class Classes:
-    """The cluster's StorageClasses (metadata), or why they could not be read."""
+    """The cluster's StorageClasses (metadata), or why they (or our volumes) could not be read:
+    one line, as the pool's record says it."""
     items: tuple[Mapping[str, Any], ...] = ()
     problem: str = ""
 
@@ -91,7 +92,7 @@ def default_class(items: Iterable[Mapping[str, Any]]) -> str | None:
 def storage_class(found: settings.Settings, classes: Classes | None) -> tuple[str | None, str]:
     """(the StorageClass a pool's new volume is made of, or None with why not)."""
     if classes is None or classes.problem:
-        return None, f"cannot list StorageClasses: {classes.problem if classes else 'not read'}"
+        return None, classes.problem if classes else "cannot list StorageClasses: not read"
     if found.storage_class:
         if found.storage_class in {objects.name(c) for c in classes.items}:
             return found.storage_class, ""

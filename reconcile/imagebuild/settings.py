@@ -82,7 +82,7 @@ EPHEMERAL_REQUEST, EPHEMERAL_LIMIT = "buildEphemeralStorageRequest", "buildEphem
 #: Where a build keeps its image storage (key `buildStorage`): `persistent`, one PersistentVolumeClaim
 #: per pool that outlives the build Pod, so that a rebuild reuses the base image it pulled before
 #: (core/storage.py); `emptyDir` starts empty every build (what versions before it did). Unset:
-#: `persistent` for the buildah Pod, whose rebuild after a one-file change then takes 0.18x the
+#: `persistent` for the buildah Pod, whose rebuild after a one-file change then takes 0.24x the
 #: first build and pulls 0.02 MB instead of the whole base (docs/development.md, "Build cost");
 #: `emptyDir` for an OpenShift Build, which has no such volume. `buildStorageClass` names its
 #: StorageClass (unset: the cluster's default); `buildStorageSize` its size (unset: from the base

@@ -290,3 +290,30 @@ def test_base_alone_lists_no_machineconfigs_and_status_still_answers(real, serve
     lists = [(e["responseStatus"]["code"], e["requestURI"].split("?")[0]) for e in real.api.audit(mark, realserver.RECONCILER)
              if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
     assert lists == [(403, f"/apis/{F.MCO}/v1/machineconfigs")]          # status's first, and no more
+
+
+def test_a_role_from_before_build_storage_fails_no_run_with_the_default(real, server):
+    """The image upgraded before the Role (an Argo CD sync that has not reached the RBAC yet): with
+    `buildStorage` unset a run lists our PersistentVolumeClaims, and the server answers 403. That
+    is no failed run: builds use an emptyDir and the pool says why, once."""
+    from tests.unit.test_storage import GP3
+    key = next(k for k, rules in _rendered().items() if k[0] and any(
+        "persistentvolumeclaims" in r["resources"] for r in rules))
+    rules = _rendered()[key]
+    older = [r for r in rules if "persistentvolumeclaims" not in r["resources"]]
+    _put_rules(server, key, older, (key[0], "persistentvolumeclaims", "list", "", "", False))
+    try:
+        real.seed(F.cluster(extra=[GP3], settings=[F.build_config(buildStorage=None), F.osimageurl(),
+                                                   F.secret("pull-secret"), F.secret("push-secret")]))
+        code, err = real.run()
+        assert code == 0, err
+        assert not [v for v in real.build_object()["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert real.ann()[A.BUILD_STORAGE].startswith(
+            f"emptyDir: cannot list PersistentVolumeClaims in {F.NS}: ")
+        assert "re-apply your overlay" in real.ann()[A.BUILD_STORAGE]
+        real.finish("Running")
+        code, err = real.run()                                  # converged: still no failure
+        assert code == 0, err
+    finally:
+        _put_rules(server, key, rules, (key[0], "persistentvolumeclaims", "list", "", "", True))
+        server.reset()

@@ -627,7 +627,7 @@ def test_build_storage_says_where_builds_keep_their_images(keys, classes, result
     storageclass.kubernetes.io/is-default-class, kubernetes/kubernetes pkg/volume/util/storageclass.go)."""
     from reconcile.core import storage
     from tests.unit.test_storage import storage_class
-    read = storage.Classes(problem=classes) if isinstance(classes, str) else \
+    read = storage.Classes(problem=f"cannot list StorageClasses: {classes}") if isinstance(classes, str) else \
         storage.Classes(tuple(storage_class(n, d) for n, d in classes)) if classes else None
     found = only(good(settings=read_settings(**keys), storage_classes=read), "build-storage")
     assert (found.result, says in found.message) == (result, True), found

@@ -372,7 +372,7 @@ def test_the_recorded_volume_is_used_when_the_storage_classes_cannot_be_read(run
     (pvc,) = volumes(items)
     items = set_phase(items, "Succeeded")
     code, items, _ = run_cli.run(items)
-    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
+    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="cannot list StorageClasses: forbidden"))
     code, items, err = run_cli.run(new_config(items))
     assert code == 0, err
     assert [v["metadata"]["name"] for v in volumes(items)] == [pvc["metadata"]["name"]]
@@ -414,7 +414,7 @@ def test_without_the_storage_classes_a_recorded_volume_too_small_is_not_replaced
     code, items, _ = run_cli.run(cluster(GP3, buildStorageSize="50Gi"))
     code, items, _ = run_cli.run(set_phase(items, "Succeeded"))
     (pvc,) = volumes(items)
-    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="forbidden"))
+    monkeypatch.setattr(observe, "storage_classes", lambda cluster: storage.Classes(problem="cannot list StorageClasses: forbidden"))
     code, items, err = run_cli.run(new_config(settings_of(items, buildStorageSize="200Gi")))
     assert code == 0, err
     assert [v["metadata"]["name"] for v in volumes(items)] == [pvc["metadata"]["name"]]
