@@ -102,7 +102,8 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
             cluster, f"/api/v1/namespaces/{P.ROLLOUT_PARAMS_NS}/configmaps", P.ROLLOUT_PARAMS))
     if seen is not None and isinstance(seen.settings, Settings) and seen.settings.persistent_storage and \
             seen.settings.builder_type == settings.CUSTOM_POD_BUILDER:
-        classes, error = _read(lambda: observe.storage_classes(cluster))    # one metadata-only LIST, as a run
+        # one metadata-only LIST, as a run makes it: as our ServiceAccount where we may impersonate it
+        classes, error = _read(lambda: observe.storage_classes(reconciler or cluster))
         f.storage_classes = classes or storage.Classes(problem=f"cannot list StorageClasses: {error}")
     if seen is not None and isinstance(seen.settings, Settings):
         _plan(cluster, reconciler or cluster, seen, now, f)

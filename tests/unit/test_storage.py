@@ -421,3 +421,16 @@ def test_without_the_storage_classes_a_recorded_volume_too_small_is_not_replaced
     assert not [v for v in build_pod(items)["spec"]["volumes"] if "persistentVolumeClaim" in v]
     assert F.the_pool(items)["metadata"]["annotations"][A.BUILD_STORAGE] == f"{PVC}/{pvc['metadata']['name']}"
     assert "no longer fits and no other can be made (cannot list StorageClasses: forbidden" in err
+
+
+def test_a_create_that_finds_our_name_taken_adopts_only_a_volume_we_made(run_cli):
+    """The race where a volume appears under our name between the LIST and the create (AlreadyExists):
+    cluster/apply.py adopts it only as core/storage.py would mount it."""
+    from reconcile.cluster import apply
+    code, made, _ = run_cli.run(cluster(GP3))
+    (wanted,) = volumes(made)
+    assert apply._made_by_us_for_this_build(copy.deepcopy(wanted), wanted)
+    for how in ("no-owner", "other-uid", "dataSource", "selector", "pre-bound"):
+        squatter = forged(made, how)
+        squatter["metadata"]["name"] = wanted["metadata"]["name"]
+        assert not apply._made_by_us_for_this_build(squatter, wanted), how

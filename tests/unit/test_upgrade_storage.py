@@ -17,7 +17,7 @@ from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.core import storage
 from tests.support import factory as F
-from tests.unit.test_storage import GP3, PVC, new_config, settings_of, volumes
+from tests.unit.test_storage import GP3, PVC, new_config, set_phase, settings_of, volumes
 
 BEFORE = F.ROOT / "tests/golden/snapshot-before-build-storage.yaml"
 
@@ -70,8 +70,9 @@ def test_the_upgrade_without_a_default_storage_class_says_once_that_builds_use_a
     assert F.the_pool(items, "worker")["metadata"]["annotations"][A.BUILD_STORAGE].startswith(
         "emptyDir: the cluster has no default StorageClass")
     assert "buildStorage: persistent (the default), but this pool's builds use an emptyDir" in err
-    code, items, err = run_cli.run(items)
-    assert code == 0 and "(the default)" not in err
+    code, items, err = run_cli.run(new_config(set_phase(items, "Succeeded"), 3))   # the pool's next build
+    assert code == 0 and "(the default)" not in err, err
+    assert len([o for o in F.owned(items, "worker") if o["kind"] == "Pod"]) == 1
     assert len([e for e in F.find(items, "Event") if e["reason"] == storage.REASON]) == 1
 
 
