@@ -434,3 +434,29 @@ def test_a_create_that_finds_our_name_taken_adopts_only_a_volume_we_made(run_cli
         squatter = forged(made, how)
         squatter["metadata"]["name"] = wanted["metadata"]["name"]
         assert not apply._made_by_us_for_this_build(squatter, wanted), how
+
+
+@pytest.mark.parametrize("message, volume", [
+    # the volume binding plugin's reasons (kubernetes v1.34.2 pkg/scheduler/framework/plugins/
+    # volumebinding/volume_binding.go, binder.go), as the scheduler joins them
+    ("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are "
+     "available: 3 Preemption is not helpful for scheduling.", True),
+    ("0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. preemption: ...", True),
+    ("0/3 nodes are available: 3 Insufficient cpu. preemption: ...", False),
+])
+def test_a_build_pod_the_scheduler_cannot_place_says_why_on_the_pool(run_cli, message, volume):
+    """The scheduler's PodScheduled condition (status False, reason Unschedulable: pkg/scheduler/
+    schedule_one.go, handleSchedulingFailure) is the pool's message while the Pod waits; where it is
+    the volume, the message says what to do."""
+    code, items, _ = run_cli.run(cluster(GP3))
+    pod = build_pod(items)
+    pod["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    ann = F.the_pool(items)["metadata"]["annotations"]
+    assert ann[A.STATE] == A.PENDING
+    assert f"is Pending: not scheduled: Unschedulable: {message.rstrip('. ')}"[:200] in ann[A.MESSAGE]
+    assert ("set buildStorage: emptyDir" in ann[A.MESSAGE]) is volume
+    code, again, _ = run_cli.run(items)                           # waiting still: no write
+    assert again == items

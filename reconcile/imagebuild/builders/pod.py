@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,7 +69,31 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
     if waiting.get("reason") in PULL_BACK_OFF:
         return BuildStatus(A.FAILED, transient=True, message=A.one_line(
             f"build {where}: {waiting['reason']} on the builder image: {waiting.get('message', '')}"))
+    unscheduled = _unscheduled(pod)
+    if unscheduled:             # said while it waits (core/actions_build.py `progress`)
+        volume = f"; {VOLUME_HINT}" if _claims(pod) and VOLUME_REASONS.search(unscheduled) else ""
+        return BuildStatus(A.PENDING, message=A.one_line(f"build {where} is Pending: not scheduled: "
+                                                         f"{unscheduled}{volume}", 1024))
     return BuildStatus(A.PENDING)
+
+
+#: What the scheduler writes on a Pod it cannot place: the PodScheduled condition, status False,
+#: with its reason (Unschedulable) and message (kubernetes/kubernetes v1.34.2
+#: pkg/scheduler/schedule_one.go, handleSchedulingFailure); the volume binding plugin's reasons
+#: (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go and binder.go).
+VOLUME_REASONS = re.compile(r"unbound immediate PersistentVolumeClaims|persistent volumes to bind|"
+                            r"PersistentVolume's node affinity|enough free storage|non-existent pv|"
+                            r"persistentvolumeclaim", re.IGNORECASE)
+VOLUME_HINT = ("the pool's build storage volume cannot be bound or reached from a node of the pool "
+               "(docs/admin.md, \"Upgrading the reconciler\", step 7); or set buildStorage: emptyDir")
+
+
+def _unscheduled(pod: Mapping[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return ": ".join(str(p).rstrip(".") for p in (cond.get("reason"), cond.get("message")) if p) or \
+                "no reason given"
+    return ""
 
 
 def _code(term: Mapping[str, Any]) -> str:
