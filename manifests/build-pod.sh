@@ -31,10 +31,35 @@ done
 # CAs for every registry (an empty directory adds nothing).
 policy=${SIGNATURE_POLICY:+--signature-policy=$SIGNATURE_POLICY}
 
+# A build that keeps nothing on the volume ($1: why, said in the log): its storage is in $HOME, the
+# Pod's emptyDir, as without a volume.
+keep_nothing() {
+  echo "build storage: $1: this build keeps nothing there" >&2
+  BUILD_STORAGE_DIR=
+  export XDG_DATA_HOME="$HOME/.ocl-storage"
+  graphroot=$XDG_DATA_HOME/containers/storage
+  mkdir -p "$graphroot"
+}
+
+# Whether this uid can make the graph root on the volume and write a file where the build does: the
+# volume's root (the reflink check below), the graph root's directory (the overlay check's storage)
+# and the graph root. A CSI driver that does not apply the Pod's fsGroup leaves the volume's root
+# root-owned (0755).
+writable() {
+  mkdir -p "$graphroot" 2>/dev/null || return 1
+  for dir in "$BUILD_STORAGE_DIR" "${graphroot%/*}" "$graphroot"; do
+    probe=$(mktemp "$dir/.ocl-write.XXXXXX" 2>/dev/null) || return 1
+    rm -f "$probe"
+  done
+}
+
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   export XDG_DATA_HOME="$BUILD_STORAGE_DIR"
 fi
 graphroot=${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage
+if [ -n "${BUILD_STORAGE_DIR:-}" ] && ! writable; then
+  keep_nothing "$BUILD_STORAGE_DIR is not writable by uid $(id -u)"
+fi
 mkdir -p "$graphroot"
 
 # Our own storage.conf, for the check below and for the build (CONTAINERS_STORAGE_CONF takes the
@@ -95,14 +120,9 @@ if [ "$driver" = auto ]; then
   if native_overlay; then driver=overlay; else driver=vfs; fi
 fi
 # The pool's volume is sized for overlay (imagebuild/disk.py): vfs there without reflink would fill
-# it. Such a build keeps nothing: its storage is in $HOME, the Pod's emptyDir, as without a volume.
+# it, so such a build keeps nothing there.
 if [ -n "${BUILD_STORAGE_DIR:-}" ] && [ "$driver" = vfs ] && ! reflinks "$BUILD_STORAGE_DIR"; then
-  echo "build storage: vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full:" \
-    "this build keeps nothing there" >&2
-  BUILD_STORAGE_DIR=
-  export XDG_DATA_HOME="$HOME/.ocl-storage"
-  graphroot=$XDG_DATA_HOME/containers/storage
-  mkdir -p "$graphroot"
+  keep_nothing "vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full"
 fi
 # containers/storage reads STORAGE_DRIVER from the env too (types/options.go): it must name a driver.
 export STORAGE_DRIVER="$driver"
