@@ -98,13 +98,15 @@ native_overlay() {
 # Whether a directory's filesystem shares extents on a copy (FICLONE: xfs with reflink, btrfs; not
 # ext4). vfs copies every layer in full where it cannot (containers/storage drivers/copy/
 # copy_linux.go tries FICLONE first): 46x the unpacked image on ext4 against 1.1x on xfs (docs/
-# development.md, "Build cost"). A cp without --reflink (busybox) counts as no.
+# development.md, "Build cost"). A cp without --reflink (busybox) counts as no. Status 0: it does; 1:
+# it does not; 2: no probe file could be written there, so this uid cannot tell.
 reflinks() {
-  probe=$(mktemp "$1/.ocl-reflink.XXXXXX") || return 1
+  probe=$(mktemp "$1/.ocl-reflink.XXXXXX" 2>/dev/null) || return 2
   ok=no
-  if echo probe > "$probe" && cp --reflink=always "$probe" "$probe.copy" 2>/dev/null; then ok=yes; fi
+  if ! echo probe 2>/dev/null > "$probe"; then ok=unwritable
+  elif cp --reflink=always "$probe" "$probe.copy" 2>/dev/null; then ok=yes; fi
   rm -f "$probe" "$probe.copy"
-  [ "$ok" = yes ]
+  case $ok in yes) return 0 ;; no) return 1 ;; *) return 2 ;; esac
 }
 
 # A killed build may have left its check's storage beside a kept graph root (one build at a time
@@ -120,9 +122,14 @@ if [ "$driver" = auto ]; then
   if native_overlay; then driver=overlay; else driver=vfs; fi
 fi
 # The pool's volume is sized for overlay (imagebuild/disk.py): vfs there without reflink would fill
-# it, so such a build keeps nothing there.
-if [ -n "${BUILD_STORAGE_DIR:-}" ] && [ "$driver" = vfs ] && ! reflinks "$BUILD_STORAGE_DIR"; then
-  keep_nothing "vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full"
+# it, so such a build keeps nothing there; nor does one that cannot write the check's probe file
+# there after all (the volume full, say): it is not said to have no reflink.
+if [ -n "${BUILD_STORAGE_DIR:-}" ] && [ "$driver" = vfs ]; then
+  reflinks "$BUILD_STORAGE_DIR" && reflink=0 || reflink=$?
+  case $reflink in
+    1) keep_nothing "vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full" ;;
+    2) keep_nothing "$BUILD_STORAGE_DIR is not writable by uid $(id -u)" ;;
+  esac
 fi
 # containers/storage reads STORAGE_DRIVER from the env too (types/options.go): it must name a driver.
 export STORAGE_DRIVER="$driver"

@@ -155,3 +155,22 @@ def test_image_refs_of_a_whole_dockerfile(tmp_path):
     found = image_refs(tmp_path, "\n".join(lines) + "\n")
     wanted = {ref for refs in NAMING.values() for ref in refs}
     assert wanted <= set(found) and set(found) - wanted <= STAGES, found
+
+
+def reflinks(directory: Path) -> tuple[int, str]:
+    """reflinks' status as the script's guard reads it (under set -eu, on the left of ||), and what
+    it wrote on stderr."""
+    program = f"set -eu\n{shell_functions()}\nreflinks \"$0\" && echo status=0 || echo status=$?\n"
+    result = subprocess.run([dash(), "-c", program, str(directory)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return int(re.search(r"^status=(\d+)$", result.stdout, re.M).group(1)), result.stderr
+
+
+def test_reflinks_says_it_cannot_tell_where_it_cannot_write_its_probe(tmp_path):
+    """No probe file there (here a directory that is not, as this test may run as root) is not "no
+    reflink" (1): the script would say `vfs without reflink` of a volume it cannot write. A
+    directory it can write is checked and left as it was."""
+    assert reflinks(tmp_path / "missing") == (2, "")
+    status, err = reflinks(tmp_path)
+    assert status in (0, 1) and err == "", err
+    assert list(tmp_path.iterdir()) == []
