@@ -109,10 +109,12 @@ reflinks() {
   case $ok in yes) return 0 ;; no) return 1 ;; *) return 2 ;; esac
 }
 
-# A killed build may have left its check's storage beside a kept graph root (one build at a time
-# uses a volume: core/storage.py); its files belong to buildah's subordinate ids.
+# A killed build may have left its checks' probes on a kept volume (one build at a time uses a
+# volume: core/storage.py): the overlay check's storage beside the graph root, whose files belong to
+# buildah's subordinate ids, and the probe files of the reflink and writability checks.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
-  for stale in "$graphroot".probe.*; do
+  for stale in "$graphroot".probe.* "$BUILD_STORAGE_DIR"/.ocl-reflink.* "$BUILD_STORAGE_DIR"/.ocl-write.* \
+      "${graphroot%/*}"/.ocl-write.* "$graphroot"/.ocl-write.*; do
     [ ! -e "$stale" ] || buildah unshare rm -rf "$stale" || echo "build storage: could not remove $stale" >&2
   done
 fi

@@ -224,7 +224,9 @@ def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env
 def test_a_killed_builds_overlay_check_is_removed_from_a_kept_storage(env, run_cli):
     """The check of native overlay keeps its own storage beside the graph root while it runs; a
     build killed then leaves it on the volume, which the next build removes (as uid 1000, in
-    buildah's user namespace: a file of a subordinate id inside)."""
+    buildah's user namespace: a file of a subordinate id inside). So are the probe files of the
+    reflink and writability checks a build killed in them leaves, and the check's own storage
+    once it is done."""
     registry, host, image, root = env
     storage, volumes = kept_after_one_build(run_cli, env, "kept-probe")
     stale = storage / "containers" / "storage.probe.Ab12Cd"
@@ -232,10 +234,18 @@ def test_a_killed_builds_overlay_check_is_removed_from_a_kept_storage(env, run_c
     (stale / "root" / "layer-file").write_text("left by a killed build")
     for path in (stale, stale / "root", stale / "root" / "layer-file"):
         os.chown(path, 100000, 100000)          # a subordinate id of the build user (/etc/subuid)
+    probes = [storage / ".ocl-reflink.Ab12Cd", storage / ".ocl-reflink.Ab12Cd.copy",
+              storage / ".ocl-write.Ab12Cd", storage / "containers" / ".ocl-write.Ab12Cd",
+              storage / "containers" / "storage" / ".ocl-write.Ab12Cd"]
+    for probe in probes:
+        probe.write_text("probe\n")
+        os.chown(probe, 1000, 1000)
     code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-probe-2"), "kept-probe-2",
                                 kept=True, volumes=volumes)
     assert code == 0, logs
     assert not stale.exists(), logs
+    assert [p for p in probes if p.exists()] == [], logs
+    assert list((storage / "containers").glob("storage.probe.*")) == [], logs     # this build's own check
     assert _images(storage) == [[image.ref]]
 
 
