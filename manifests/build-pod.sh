@@ -91,7 +91,9 @@ native_overlay() {
     why=$(sed -n '/^Error: /{p;q;}' "$probe.log")
     echo "build storage: native overlay unavailable: ${why:-$(sed -n 1p "$probe.log")}" >&2
   fi
-  rm -rf "$probe" "$probe.log" 2>/dev/null || true
+  # its files may belong to buildah's subordinate ids (a check that failed half-way)
+  buildah unshare rm -rf "$probe" 2>/dev/null || rm -rf "$probe" 2>/dev/null || true
+  rm -f "$probe.log"
   [ "$ok" = yes ]
 }
 

@@ -17,12 +17,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "manifests" / "build-pod.sh"
 #: A stand-in for buildah: every call goes to $FAKE_LOG; `images` lists $FAKE_IDS (the full ids,
 #: as `buildah images --quiet --no-trunc` prints them: sha256:<hex>), `inspect` answers the image
 #: id (hex, as {{.FromImageID}}) of a name in $FAKE_NAMES ("name=hex ..."), else fails as buildah
-#: does for an unknown image; the command named by $FAKE_FAILS (`rmi`, `images`) fails.
+#: does for an unknown image; `unshare` runs its command (here as the caller); the command named by
+#: $FAKE_FAILS (`rmi`, `images`, `unshare`) fails.
 FAKE_BUILDAH = r"""#!/bin/sh
 echo "$*" >> "$FAKE_LOG"
 for last; do :; done
 [ "$1" != "${FAKE_FAILS:-}" ] || { echo "Error: $1 $last: refused" >&2; exit 1; }
 case $1 in
+  unshare) shift; exec "$@" ;;
   inspect)
     for pair in $FAKE_NAMES; do
       [ "${pair%%=*}" = "$last" ] && { echo "${pair#*=}"; exit 0; }
@@ -174,3 +176,25 @@ def test_reflinks_says_it_cannot_tell_where_it_cannot_write_its_probe(tmp_path):
     status, err = reflinks(tmp_path)
     assert status in (0, 1) and err == "", err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fails", ["", "unshare"])
+def test_native_overlay_removes_its_check_storage_in_buildahs_user_namespace(tmp_path, fails):
+    """The check's storage may hold files of buildah's subordinate ids, which uid 1000 cannot
+    remove: it goes by `buildah unshare rm -rf`, and by a plain rm where that fails, or a kept
+    volume keeps it until the next build."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "buildah").write_text(FAKE_BUILDAH)
+    (bindir / "buildah").chmod(0o755)
+    log = tmp_path / "calls"
+    containers = tmp_path / "volume" / "containers"
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_LOG=str(log), FAKE_FAILS=fails)
+    program = (f"set -eu\n{shell_functions()}\ngraphroot=$0/storage\nmkdir -p \"$graphroot\"\n"
+               "if native_overlay; then echo overlay; else echo vfs; fi\n")
+    result = subprocess.run([dash(), "-c", program, str(containers)], env=env, capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0 and result.stdout == "overlay\n", result.stderr
+    removed = [c for c in log.read_text().splitlines() if c.startswith("unshare rm -rf ")]
+    assert len(removed) == 1 and re.fullmatch(rf"unshare rm -rf {containers}/storage\.probe\.\w+", removed[0]), removed
+    assert sorted(p.name for p in containers.iterdir()) == ["storage"]
