@@ -197,9 +197,11 @@ image_refs() {
 prune_storage() {
   keep=
   pruned=0
+  set -f          # a name split from the Dockerfile is no pattern: `COPY --from=*` must not glob
   for ref in $(image_refs "$DOCKERFILE_DIR/Dockerfile"); do
     id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
   done
+  set +f
   # None of them stored (a build that failed before its pull: the registry refused or could not be
   # reached): this build added nothing, and the last base is what the next build most likely shares
   # most layers with.

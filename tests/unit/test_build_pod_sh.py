@@ -67,7 +67,8 @@ def run_prune(tmp_path: Path, dockerfile: str, names: dict[str, str], ids: list[
                FAKE_LOG=str(log), FAKE_IDS=" ".join(ids), FAKE_NAMES=" ".join(f"{k}={v}" for k, v in names.items()),
                FAKE_FAILS=fails)
     program = f"set -eu\n{shell_functions()}\nif prune_storage; then echo status=0; else echo status=$?; fi\n"
-    result = subprocess.run([dash(), "-c", program], env=env, capture_output=True, text=True, timeout=30)
+    result = subprocess.run([dash(), "-c", program], env=env, capture_output=True, text=True, timeout=30,
+                            cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     status = int(re.search(r"^status=(\d+)$", result.stdout, re.M).group(1))
     calls = log.read_text().splitlines() if log.exists() else []
@@ -102,6 +103,17 @@ def test_prune_storage_fails_when_an_image_cannot_be_removed(tmp_path, fails):
                                    fails=fails)
     assert f"{fails} " in "\n".join(calls)
     assert status != 0, out
+
+
+def test_prune_storage_takes_a_name_with_a_pattern_as_it_is(tmp_path):
+    """`COPY --from=*` names no image, and must not become the names of the files where the script
+    runs (pathname expansion of the unquoted list): each name is looked up as written."""
+    dockerfile = "FROM registry.example/base:v2\nCOPY --from=* /a /b\nCOPY --from=[bc]?* /c /d\n"
+    status, calls, out = run_prune(tmp_path, dockerfile, {"registry.example/base:v2": BASE}, [BASE, OLD])
+    assert status == 0, out
+    looked_up = [c.rsplit(" ", 1)[1] for c in calls if c.startswith("inspect ")]
+    assert looked_up == ["registry.example/base:v2", "*", "[bc]?*"], calls
+    assert [c for c in calls if c.startswith("rmi")] == [f"rmi --force sha256:{OLD}"]
 
 
 def image_refs(tmp_path: Path, dockerfile: str) -> list[str]:
