@@ -8,8 +8,9 @@
 #                      images and its blob cache there (XDG_DATA_HOME), so a rebuild reuses the base
 #                      image; after the build, pushed or failed, every image the Dockerfile does
 #                      not name is removed.
-#                      Unset, or vfs on a filesystem without reflink (below): the storage is under
-#                      $HOME and goes with the Pod.
+#                      Unset, not writable by this uid (a volume without fsGroup applied), or vfs on
+#                      a filesystem without reflink (below): the storage is under $HOME and goes with
+#                      the Pod.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
 # $HOME is the Pod's emptyDir and starts empty, but the context directory may be a used one (a test
