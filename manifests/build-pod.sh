@@ -8,8 +8,9 @@
 #                      images and its blob cache there (XDG_DATA_HOME), so a rebuild reuses the base
 #                      image; after the build, pushed or failed, every image the Dockerfile does
 #                      not name is removed.
-#                      Unset, or vfs on a filesystem without reflink (below): the storage is under
-#                      $HOME and goes with the Pod.
+#                      Unset, not writable by this uid (a volume without fsGroup applied), or vfs on
+#                      a filesystem without reflink (below): the storage is under $HOME and goes with
+#                      the Pod.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
 # $HOME is the Pod's emptyDir and starts empty, but the context directory may be a used one (a test
@@ -31,10 +32,35 @@ done
 # CAs for every registry (an empty directory adds nothing).
 policy=${SIGNATURE_POLICY:+--signature-policy=$SIGNATURE_POLICY}
 
+# A build that keeps nothing on the volume ($1: why, said in the log): its storage is in $HOME, the
+# Pod's emptyDir, as without a volume.
+keep_nothing() {
+  echo "build storage: $1: this build keeps nothing there" >&2
+  BUILD_STORAGE_DIR=
+  export XDG_DATA_HOME="$HOME/.ocl-storage"
+  graphroot=$XDG_DATA_HOME/containers/storage
+  mkdir -p "$graphroot"
+}
+
+# Whether this uid can make the graph root on the volume and write a file where the build does: the
+# volume's root (the reflink check below), the graph root's directory (the overlay check's storage)
+# and the graph root. A CSI driver that does not apply the Pod's fsGroup leaves the volume's root
+# root-owned (0755).
+writable() {
+  mkdir -p "$graphroot" 2>/dev/null || return 1
+  for dir in "$BUILD_STORAGE_DIR" "${graphroot%/*}" "$graphroot"; do
+    probe=$(mktemp "$dir/.ocl-write.XXXXXX" 2>/dev/null) || return 1
+    rm -f "$probe"
+  done
+}
+
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   export XDG_DATA_HOME="$BUILD_STORAGE_DIR"
 fi
 graphroot=${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage
+if [ -n "${BUILD_STORAGE_DIR:-}" ] && ! writable; then
+  keep_nothing "$BUILD_STORAGE_DIR is not writable by uid $(id -u)"
+fi
 mkdir -p "$graphroot"
 
 # Our own storage.conf, for the check below and for the build (CONTAINERS_STORAGE_CONF takes the
@@ -66,26 +92,32 @@ native_overlay() {
     why=$(sed -n '/^Error: /{p;q;}' "$probe.log")
     echo "build storage: native overlay unavailable: ${why:-$(sed -n 1p "$probe.log")}" >&2
   fi
-  rm -rf "$probe" "$probe.log" 2>/dev/null || true
+  # its files may belong to buildah's subordinate ids (a check that failed half-way)
+  buildah unshare rm -rf "$probe" 2>/dev/null || rm -rf "$probe" 2>/dev/null || true
+  rm -f "$probe.log"
   [ "$ok" = yes ]
 }
 
 # Whether a directory's filesystem shares extents on a copy (FICLONE: xfs with reflink, btrfs; not
 # ext4). vfs copies every layer in full where it cannot (containers/storage drivers/copy/
 # copy_linux.go tries FICLONE first): 46x the unpacked image on ext4 against 1.1x on xfs (docs/
-# development.md, "Build cost"). A cp without --reflink (busybox) counts as no.
+# development.md, "Build cost"). A cp without --reflink (busybox) counts as no. Status 0: it does; 1:
+# it does not; 2: no probe file could be written there, so this uid cannot tell.
 reflinks() {
-  probe=$(mktemp "$1/.ocl-reflink.XXXXXX") || return 1
+  probe=$(mktemp "$1/.ocl-reflink.XXXXXX" 2>/dev/null) || return 2
   ok=no
-  if echo probe > "$probe" && cp --reflink=always "$probe" "$probe.copy" 2>/dev/null; then ok=yes; fi
+  if ! echo probe 2>/dev/null > "$probe"; then ok=unwritable
+  elif cp --reflink=always "$probe" "$probe.copy" 2>/dev/null; then ok=yes; fi
   rm -f "$probe" "$probe.copy"
-  [ "$ok" = yes ]
+  case $ok in yes) return 0 ;; no) return 1 ;; *) return 2 ;; esac
 }
 
-# A killed build may have left its check's storage beside a kept graph root (one build at a time
-# uses a volume: core/storage.py); its files belong to buildah's subordinate ids.
+# A killed build may have left its checks' probes on a kept volume (one build at a time uses a
+# volume: core/storage.py): the overlay check's storage beside the graph root, whose files belong to
+# buildah's subordinate ids, and the probe files of the reflink and writability checks.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
-  for stale in "$graphroot".probe.*; do
+  for stale in "$graphroot".probe.* "$BUILD_STORAGE_DIR"/.ocl-reflink.* "$BUILD_STORAGE_DIR"/.ocl-write.* \
+      "${graphroot%/*}"/.ocl-write.* "$graphroot"/.ocl-write.*; do
     [ ! -e "$stale" ] || buildah unshare rm -rf "$stale" || echo "build storage: could not remove $stale" >&2
   done
 fi
@@ -95,14 +127,14 @@ if [ "$driver" = auto ]; then
   if native_overlay; then driver=overlay; else driver=vfs; fi
 fi
 # The pool's volume is sized for overlay (imagebuild/disk.py): vfs there without reflink would fill
-# it. Such a build keeps nothing: its storage is in $HOME, the Pod's emptyDir, as without a volume.
-if [ -n "${BUILD_STORAGE_DIR:-}" ] && [ "$driver" = vfs ] && ! reflinks "$BUILD_STORAGE_DIR"; then
-  echo "build storage: vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full:" \
-    "this build keeps nothing there" >&2
-  BUILD_STORAGE_DIR=
-  export XDG_DATA_HOME="$HOME/.ocl-storage"
-  graphroot=$XDG_DATA_HOME/containers/storage
-  mkdir -p "$graphroot"
+# it, so such a build keeps nothing there; nor does one that cannot write the check's probe file
+# there after all (the volume full, say): it is not said to have no reflink.
+if [ -n "${BUILD_STORAGE_DIR:-}" ] && [ "$driver" = vfs ]; then
+  reflinks "$BUILD_STORAGE_DIR" && reflink=0 || reflink=$?
+  case $reflink in
+    1) keep_nothing "vfs without reflink on $BUILD_STORAGE_DIR would copy every layer in full" ;;
+    2) keep_nothing "$BUILD_STORAGE_DIR is not writable by uid $(id -u)" ;;
+  esac
 fi
 # containers/storage reads STORAGE_DRIVER from the env too (types/options.go): it must name a driver.
 export STORAGE_DRIVER="$driver"
@@ -166,9 +198,11 @@ image_refs() {
 prune_storage() {
   keep=
   pruned=0
+  set -f          # a name split from the Dockerfile is no pattern: `COPY --from=*` must not glob
   for ref in $(image_refs "$DOCKERFILE_DIR/Dockerfile"); do
     id=$(buildah inspect --type image --format '{{.FromImageID}}' "$ref" 2>/dev/null) && keep="$keep $id"
   done
+  set +f
   # None of them stored (a build that failed before its pull: the registry refused or could not be
   # reached): this build added nothing, and the last base is what the next build most likely shares
   # most layers with.

@@ -224,7 +224,9 @@ def test_a_failed_build_on_a_kept_storage_still_removes_what_it_does_not_use(env
 def test_a_killed_builds_overlay_check_is_removed_from_a_kept_storage(env, run_cli):
     """The check of native overlay keeps its own storage beside the graph root while it runs; a
     build killed then leaves it on the volume, which the next build removes (as uid 1000, in
-    buildah's user namespace: a file of a subordinate id inside)."""
+    buildah's user namespace: a file of a subordinate id inside). So are the probe files of the
+    reflink and writability checks a build killed in them leaves, and the check's own storage
+    once it is done."""
     registry, host, image, root = env
     storage, volumes = kept_after_one_build(run_cli, env, "kept-probe")
     stale = storage / "containers" / "storage.probe.Ab12Cd"
@@ -232,11 +234,52 @@ def test_a_killed_builds_overlay_check_is_removed_from_a_kept_storage(env, run_c
     (stale / "root" / "layer-file").write_text("left by a killed build")
     for path in (stale, stale / "root", stale / "root" / "layer-file"):
         os.chown(path, 100000, 100000)          # a subordinate id of the build user (/etc/subuid)
+    probes = [storage / ".ocl-reflink.Ab12Cd", storage / ".ocl-reflink.Ab12Cd.copy",
+              storage / ".ocl-write.Ab12Cd", storage / "containers" / ".ocl-write.Ab12Cd",
+              storage / "containers" / "storage" / ".ocl-write.Ab12Cd"]
+    for probe in probes:
+        probe.write_text("probe\n")
+        os.chown(probe, 1000, 1000)
     code, _, logs, _, _ = build(run_cli, env, F.machineconfig("rendered-kept-probe-2"), "kept-probe-2",
                                 kept=True, volumes=volumes)
     assert code == 0, logs
     assert not stale.exists(), logs
+    assert [p for p in probes if p.exists()] == [], logs
+    assert list((storage / "containers").glob("storage.probe.*")) == [], logs     # this build's own check
     assert _images(storage) == [[image.ref]]
+
+
+@pytest.mark.parametrize("made, driver", [("nothing", "overlay"), ("graph-root", "vfs")])
+def test_a_volume_uid_1000_cannot_write_keeps_nothing_and_the_build_works(env, run_cli, made, driver):
+    """A CSI driver that does not apply fsGroup leaves the volume's root root-owned (0755): the build
+    keeps nothing there and builds in $HOME, the Pod's emptyDir, as without a volume, and says why.
+    `graph-root`: the graph root on it is uid 1000's (made before), the root is not: vfs cannot check
+    for reflink there, and the log says the volume is not writable, not that it has no reflink."""
+    registry, host, image, root = env
+    storage = Path(tempfile.mkdtemp(prefix=f"unwritable-{made}-", dir=root))
+    storage.chmod(0o755)
+    graph = storage / "containers" / "storage"
+    if made == "graph-root":
+        graph.mkdir(parents=True)
+        os.chown(graph, 1000, 1000)
+    name = f"unwritable-{made}"
+    code, message, logs, _, _ = build(run_cli, env, F.machineconfig(f"rendered-{name}"), name, driver=driver,
+                                      kept=True, volumes={R.KEPT_STORAGE: storage}, chown_volumes=False)
+    assert code == 0, logs
+    inspected = json.loads(host.run("skopeo", "inspect", "--tls-verify=false",
+                                    f"docker://{registry.host}/ocl/os-image:rendered-{name}").stdout)
+    assert message.strip() == inspected["Digest"], logs
+    assert (storage.stat().st_uid, storage.stat().st_mode & 0o777) == (0, 0o755)
+    if made == "nothing":
+        assert not (storage / "containers").exists(), logs
+    else:
+        assert list(graph.iterdir()) == [], logs
+    assert list(storage.glob(".ocl-*")) == []
+    log = (root / name / "pod.log").read_text().splitlines()
+    said = [line for line in log if line.startswith("build storage: ") and "keeps nothing" in line]
+    kept = f"{root / name}{R.KEPT_STORAGE}"               # BUILD_STORAGE_DIR, as the harness points it
+    assert said == [f"build storage: {kept} is not writable by uid 1000: this build keeps nothing there"], log
+    assert chosen(root / name / "home") == driver, logs
 
 
 def test_a_build_that_cannot_pull_its_base_leaves_a_kept_storage_as_it_was(env, run_cli):

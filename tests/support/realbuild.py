@@ -430,7 +430,8 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                                volumes: dict[str, Path] | None = None,
                                pod_devices: bool = False,
                                system_storage_conf: str | None = None,
-                               user_storage_conf: str | None = None) -> tuple[int, str, str]:
+                               user_storage_conf: str | None = None,
+                               chown_volumes: bool = True) -> tuple[int, str, str]:
     """Run the container's command as its securityContext says, not as root (exit code,
     termination message, the tail of its log: stdout and stderr in one stream): uid and gid from
     runAsUser/runAsGroup, no supplementary groups, no inheritable or ambient capabilities, the
@@ -441,7 +442,8 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
     (`subids`: empty /etc/subuid and /etc/subgid; `filecaps`: newuidmap/newgidmap without them).
     `volumes`: host directories mounted at these container paths, as a volume that outlives the Pod
     (a PersistentVolumeClaim) or a sized filesystem would be; made the build user's, as the
-    kubelet's fsGroup makes a volume writable. `pod_devices`: the container's /dev as a runtime
+    kubelet's fsGroup makes a volume writable; with `chown_volumes` false their sources keep their
+    owner and mode, as a CSI driver that does not apply fsGroup leaves a volume. `pod_devices`: the container's /dev as a runtime
     makes it (pod_dev_commands), without the host's other devices such as /dev/fuse.
     `system_storage_conf`: the text of the image's /etc/containers/storage.conf (a builder image's
     own, such as quay.io/buildah/stable's); the host's /etc/containers is shown with it in that
@@ -502,7 +504,8 @@ def run_build_pod_unprivileged(pod: dict[str, Any], items: list[dict[str, Any]],
                       "&& exec", *(f"'{a}'" for a in command), '"$0"'])
     for path, source in (volumes or {}).items():
         (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        os.chown(source, uid, gid)
+        if chown_volumes:
+            os.chown(source, uid, gid)
         inner = f"mount --bind '{source}' '{root / path.lstrip('/')}' && {inner}"
     if pod_devices:
         inner = f"{pod_dev_commands(root / 'pod-dev')} && {inner}"

@@ -17,12 +17,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "manifests" / "build-pod.sh"
 #: A stand-in for buildah: every call goes to $FAKE_LOG; `images` lists $FAKE_IDS (the full ids,
 #: as `buildah images --quiet --no-trunc` prints them: sha256:<hex>), `inspect` answers the image
 #: id (hex, as {{.FromImageID}}) of a name in $FAKE_NAMES ("name=hex ..."), else fails as buildah
-#: does for an unknown image; the command named by $FAKE_FAILS (`rmi`, `images`) fails.
+#: does for an unknown image; `unshare` runs its command (here as the caller); the command named by
+#: $FAKE_FAILS (`rmi`, `images`, `unshare`) fails.
 FAKE_BUILDAH = r"""#!/bin/sh
 echo "$*" >> "$FAKE_LOG"
 for last; do :; done
 [ "$1" != "${FAKE_FAILS:-}" ] || { echo "Error: $1 $last: refused" >&2; exit 1; }
 case $1 in
+  unshare) shift; exec "$@" ;;
   inspect)
     for pair in $FAKE_NAMES; do
       [ "${pair%%=*}" = "$last" ] && { echo "${pair#*=}"; exit 0; }
@@ -65,7 +67,8 @@ def run_prune(tmp_path: Path, dockerfile: str, names: dict[str, str], ids: list[
                FAKE_LOG=str(log), FAKE_IDS=" ".join(ids), FAKE_NAMES=" ".join(f"{k}={v}" for k, v in names.items()),
                FAKE_FAILS=fails)
     program = f"set -eu\n{shell_functions()}\nif prune_storage; then echo status=0; else echo status=$?; fi\n"
-    result = subprocess.run([dash(), "-c", program], env=env, capture_output=True, text=True, timeout=30)
+    result = subprocess.run([dash(), "-c", program], env=env, capture_output=True, text=True, timeout=30,
+                            cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     status = int(re.search(r"^status=(\d+)$", result.stdout, re.M).group(1))
     calls = log.read_text().splitlines() if log.exists() else []
@@ -100,6 +103,17 @@ def test_prune_storage_fails_when_an_image_cannot_be_removed(tmp_path, fails):
                                    fails=fails)
     assert f"{fails} " in "\n".join(calls)
     assert status != 0, out
+
+
+def test_prune_storage_takes_a_name_with_a_pattern_as_it_is(tmp_path):
+    """`COPY --from=*` names no image, and must not become the names of the files where the script
+    runs (pathname expansion of the unquoted list): each name is looked up as written."""
+    dockerfile = "FROM registry.example/base:v2\nCOPY --from=* /a /b\nCOPY --from=[bc]?* /c /d\n"
+    status, calls, out = run_prune(tmp_path, dockerfile, {"registry.example/base:v2": BASE}, [BASE, OLD])
+    assert status == 0, out
+    looked_up = [c.rsplit(" ", 1)[1] for c in calls if c.startswith("inspect ")]
+    assert looked_up == ["registry.example/base:v2", "*", "[bc]?*"], calls
+    assert [c for c in calls if c.startswith("rmi")] == [f"rmi --force sha256:{OLD}"]
 
 
 def image_refs(tmp_path: Path, dockerfile: str) -> list[str]:
@@ -155,3 +169,44 @@ def test_image_refs_of_a_whole_dockerfile(tmp_path):
     found = image_refs(tmp_path, "\n".join(lines) + "\n")
     wanted = {ref for refs in NAMING.values() for ref in refs}
     assert wanted <= set(found) and set(found) - wanted <= STAGES, found
+
+
+def reflinks(directory: Path) -> tuple[int, str]:
+    """reflinks' status as the script's guard reads it (under set -eu, on the left of ||), and what
+    it wrote on stderr."""
+    program = f"set -eu\n{shell_functions()}\nreflinks \"$0\" && echo status=0 || echo status=$?\n"
+    result = subprocess.run([dash(), "-c", program, str(directory)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return int(re.search(r"^status=(\d+)$", result.stdout, re.M).group(1)), result.stderr
+
+
+def test_reflinks_says_it_cannot_tell_where_it_cannot_write_its_probe(tmp_path):
+    """No probe file there (here a directory that is not, as this test may run as root) is not "no
+    reflink" (1): the script would say `vfs without reflink` of a volume it cannot write. A
+    directory it can write is checked and left as it was."""
+    assert reflinks(tmp_path / "missing") == (2, "")
+    status, err = reflinks(tmp_path)
+    assert status in (0, 1) and err == "", err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fails", ["", "unshare"])
+def test_native_overlay_removes_its_check_storage_in_buildahs_user_namespace(tmp_path, fails):
+    """The check's storage may hold files of buildah's subordinate ids, which uid 1000 cannot
+    remove: it goes by `buildah unshare rm -rf`, and by a plain rm where that fails, or a kept
+    volume keeps it until the next build."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "buildah").write_text(FAKE_BUILDAH)
+    (bindir / "buildah").chmod(0o755)
+    log = tmp_path / "calls"
+    containers = tmp_path / "volume" / "containers"
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_LOG=str(log), FAKE_FAILS=fails)
+    program = (f"set -eu\n{shell_functions()}\ngraphroot=$0/storage\nmkdir -p \"$graphroot\"\n"
+               "if native_overlay; then echo overlay; else echo vfs; fi\n")
+    result = subprocess.run([dash(), "-c", program, str(containers)], env=env, capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0 and result.stdout == "overlay\n", result.stderr
+    removed = [c for c in log.read_text().splitlines() if c.startswith("unshare rm -rf ")]
+    assert len(removed) == 1 and re.fullmatch(rf"unshare rm -rf {containers}/storage\.probe\.\w+", removed[0]), removed
+    assert sorted(p.name for p in containers.iterdir()) == ["storage"]
