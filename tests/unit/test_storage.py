@@ -224,6 +224,18 @@ def test_another_builder_image_gets_another_volume(run_cli):
     assert pvc["metadata"]["annotations"][A.BUILDER_IMAGE] == "quay.io/buildah/stable:v1.39"
 
 
+def gone_by(items: list[dict], how: str) -> list[dict]:
+    """The cluster once the pool's volumes should go: `buildStorage: emptyDir`, the pool opted out,
+    or the pool deleted."""
+    if how == "emptyDir":
+        return settings_of(items, buildStorage="emptyDir")
+    items = copy.deepcopy(items)
+    if how == "opt-out":
+        del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
+        return items
+    return [o for o in items if o["kind"] != "MachineConfigPool"]
+
+
 def deleting(items: list[dict]) -> list[dict]:
     """The volumes carry deletionTimestamp: deleted while a Pod still mounts them."""
     items = copy.deepcopy(items)
@@ -250,13 +262,7 @@ def test_the_volume_goes_with_the_setting_the_opt_out_and_the_pool(run_cli, how)
     items = set_phase(items, "Succeeded")
     code, items, _ = run_cli.run(items)
     assert volumes(items)
-    if how == "emptyDir":
-        items = settings_of(items, buildStorage="emptyDir")
-    elif how == "opt-out":
-        del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
-    else:
-        items = [o for o in items if o["kind"] != "MachineConfigPool"]
-    code, items, err = run_cli.run(items)
+    code, items, err = run_cli.run(gone_by(items, how))
     assert code == 0, err
     assert not volumes(items)
     pools = F.find(items, "MachineConfigPool")
@@ -395,11 +401,7 @@ def test_the_opt_out_and_the_pools_deletion_leave_a_foreign_labelled_volume_alon
     code, made, _ = run_cli.run(cluster(GP3))
     code, items, err = run_cli.run(set_phase(made, "Succeeded") + [forged(made, "no-owner")])
     ours = volumes(made)[0]["metadata"]["name"]
-    if how == "opt-out":
-        del F.the_pool(items)["metadata"]["labels"][A.LAYERING_LABEL]
-    else:
-        items = [o for o in items if o["kind"] != "MachineConfigPool"]
-    code, items, err = run_cli.run(items)
+    code, items, err = run_cli.run(gone_by(items, how))
     assert code == 0, err
     assert [v["metadata"]["name"] for v in volumes(items)] == ["prefilled"]        # ours went
     assert f"delete PersistentVolumeClaim/{F.NS}/{ours}" in err
