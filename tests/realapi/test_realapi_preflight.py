@@ -160,7 +160,7 @@ def test_a_good_setup_passes_every_check(real, openshift):
 def test_build_storage_names_the_class_the_real_server_lists_as_default(real, openshift):
     """The default `buildStorage: persistent`: without a default StorageClass a warning (builds use
     an emptyDir), with one (the annotation of kubernetes/kubernetes pkg/volume/util/storageclass.go)
-    its name; read as the caller, one LIST."""
+    its name; listed as our ServiceAccount, by impersonation."""
     reg, ca = openshift
     real.seed(good(reg, buildStorage=None))
     code, lines = preflight(real, ca)
@@ -169,10 +169,16 @@ def test_build_storage_names_the_class_the_real_server_lists_as_default(real, op
     assert "the cluster has no default StorageClass; set buildStorageClass" in line["message"]
     real.seed([{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "ebs.csi.aws.com",
                 "metadata": {"name": "gp3-csi", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}])
+    mark = real.api.audit_mark()
     code, lines = preflight(real, ca)
     (line,) = by_check(lines)["build-storage"]
     assert (code, line["result"]) == (0, "ok"), lines
     assert line["message"].endswith("a volume of StorageClass gp3-csi (the cluster's default)")
+    asked = [e for e in real.api.audit(mark) if (e.get("objectRef") or {}).get("resource") == "storageclasses"]
+    # metadata-only LISTs, no GET per class: the line's as our ServiceAccount, and the dry run's
+    # plan (the `pools` line) as the caller
+    assert {e["verb"] for e in asked} == {"list"}, asked
+    assert realserver.RECONCILER in [(e.get("impersonatedUser") or {}).get("username") for e in asked], asked
 
 
 def test_the_rollout_parameter_must_agree_with_the_settings_and_pools(real, openshift, server):
