@@ -186,9 +186,13 @@ fi
 # --mount (flags and mount options are lowercase). A stage's name comes out too: it is no image,
 # buildah inspect finds none, and so it keeps nothing.
 image_refs() {
-  sed -n 's/^[[:space:]]*[Ff][Rr][Oo][Mm][[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\).*/\2/p' "$1"
-  sed -n '/^[[:space:]]*[Cc][Oo][Pp][Yy][[:space:]]/p' "$1" | tr -s '[:space:]' '\n' | sed -n 's/^--from=//p'
-  tr -s '[:space:]' '\n' < "$1" | sed -n 's/^--mount=//p' | tr ',' '\n' | sed -n 's/^from=//p'
+  # continued lines (a "\" at the end) joined first, as the Dockerfile's parser joins them
+  joined=$(sed -e ':a' -e '/\\$/{N' -e 's/\\\n/ /' -e 'ba' -e '}' "$1")
+  printf '%s\n' "$joined" |
+    sed -n 's/^[[:space:]]*[Ff][Rr][Oo][Mm][[:space:]]\{1,\}\(--platform=[^[:space:]]*[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\).*/\2/p'
+  printf '%s\n' "$joined" | sed -n '/^[[:space:]]*[Cc][Oo][Pp][Yy][[:space:]]/p' | tr -s '[:space:]' '\n' |
+    sed -n 's/^--from=//p'
+  printf '%s\n' "$joined" | tr -s '[:space:]' '\n' | sed -n 's/^--mount=//p' | tr ',' '\n' | sed -n 's/^from=//p'
 }
 
 # Bounded: keep only the images the Dockerfile names (the base and extensions images, which the

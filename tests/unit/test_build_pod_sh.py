@@ -145,6 +145,9 @@ NAMING = {
     "run --mount=from=registry.example/m3:9,target=/y true": ["registry.example/m3:9"],
     "RUN --mount=type=bind,from=registry.example/m4:10,target=/z \\\n"
     "    --mount=type=bind,from=registry.example/m5:11,target=/w true": ["registry.example/m4:10", "registry.example/m5:11"],
+    # a continued instruction: "\" at the end of a line is the escape character, which joins the
+    # next line to it (the reference's "escape" parser directive)
+    "COPY \\\n    --from=registry.example/continued:12 /e /f": ["registry.example/continued:12"],
 }
 #: Lines that name none: a comment, FROM as a word of a command, a mount without `from`.
 NAMING_NONE = ["# FROM registry.example/comment:1", "RUN echo FROM registry.example/echoed:2",
