@@ -35,7 +35,7 @@ from reconcile.imagebuild.settings import Settings, SettingsError
 CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT})
 
 #: Kinds whose objects we create, hence LIST with our selector; and our build storage volumes,
-#: listed only where there may be some (`volumes_wanted`).
+#: listed only where there may be some (`_owned_volumes`).
 OWNED_KINDS = ("ConfigMap", "Secret", "Pod", "Build")
 
 
@@ -211,13 +211,19 @@ def named_machineconfigs(cluster: Cluster) -> list[dict[str, Any]]:
     return rollout.named(cluster.list("MachineConfig", None, metadata_only=True))
 
 
-def volumes_wanted(found: Settings | Problem, pools: Iterable[dict[str, Any]]) -> bool:
-    """Can there be build storage volumes of ours? With `buildStorage: persistent` (the buildah
-    Pod's default), or a pool that records one (the setting was just turned off, or the pool opted
-    out): with `emptyDir` a steady run makes no LIST for them. A pool deleted without a run after
-    that takes its volume with it (ownerReference, the garbage collector)."""
-    return (isinstance(found, Settings) and found.persistent_storage) or \
-        any(storage.recorded(objects.annotations(p)) for p in pools)
+def _owned_volumes(cluster: Cluster, namespace: str, found: Settings | Problem, pools: list[dict[str, Any]],
+                   pool: str | None = None) -> tuple[list[dict[str, Any]], str]:
+    """`list_owned`, with our build storage volumes where there can be some: with `buildStorage:
+    persistent` (the buildah Pod's default), or a pool that records one (the setting was just
+    turned off, or the pool opted out); with `emptyDir` a steady run makes no LIST for them (a pool
+    deleted without a run after that takes its volume with it: ownerReference, the garbage
+    collector). Where only the setting wants them, a 403 is no volumes, with why (the second)."""
+    recorded = any(storage.recorded(objects.annotations(p)) for p in pools)
+    problems: list[str] = []
+    owned = list_owned(cluster, namespace, pool, _rollout(found),
+                       volumes=recorded or (isinstance(found, Settings) and found.persistent_storage),
+                       problems=None if recorded else problems)
+    return owned, "; ".join(problems)
 
 
 def _rollout(found: Settings | Problem) -> bool:
@@ -235,14 +241,10 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
         found = read_settings(namespace, configmaps, _published(cluster, namespace, configmaps))
     except _Unreadable as err:
         found = Problem(str(err))
-    rolled = _rollout(found)
     pools = cluster.list("MachineConfigPool", None)
-    recorded = any(storage.recorded(objects.annotations(p)) for p in pools)
-    problems: list[str] = []
-    owned = list_owned(cluster, namespace, rollout=rolled, volumes=volumes_wanted(found, pools),
-                       problems=None if recorded else problems)
+    owned, storage_problem = _owned_volumes(cluster, namespace, found, pools)
     return Observed(namespace, found, pools, owned, configmaps,
-                    named_machineconfigs(cluster) if rolled else [], storage_problem="; ".join(problems))
+                    named_machineconfigs(cluster) if _rollout(found) else [], storage_problem=storage_problem)
 
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
@@ -514,9 +516,8 @@ class Planner:
 
     def replan(self, pool_name: str) -> PoolPlan | None:
         pool = self.cluster.get("MachineConfigPool", "", pool_name)
-        owned = list_owned(self.cluster, self.seen.namespace, pool_name, _rollout(self.seen.settings),
-                           volumes_wanted(self.seen.settings, [pool] if pool else []))
         pools = [pool] if pool else []
+        owned, _ = _owned_volumes(self.cluster, self.seen.namespace, self.seen.settings, pools, pool_name)
         plans = self._with_prunes(list(self._each(pools, owned, [pool_name], reread=pool_name)), pools)
         return plans[0] if plans else None
 

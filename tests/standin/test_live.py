@@ -339,3 +339,20 @@ def test_a_401_is_reported_as_a_401():
     from reconcile.cluster import Unauthorized, live
     err = live._error(401, b'{"kind":"Status","reason":"Unauthorized","message":"Unauthorized"}', "GET", "/x")
     assert isinstance(err, Unauthorized) and err.status == 401 and "401 Unauthorized" in str(err)
+
+
+def test_a_replan_after_a_conflict_forgives_a_role_from_before_build_storage_as_the_first_read(tmp_path):
+    """The default `buildStorage` with a Role that predates it (403 on our PersistentVolumeClaims)
+    and a 409 on the pool's patch: the re-plan reads the pool's objects again, and its 403 is what
+    the first read's was, a reason to build on an emptyDir, not a failed run."""
+    items = pools(1, default_storage=True)
+    with APIServer(items, clock=lambda: F.NOW) as server:
+        server.faults += [
+            Fault("status", code=403, times=0,
+                  match=lambda v, r, ns, n: v == "list" and r == "persistentvolumeclaims"),
+            Fault("status", code=409, times=1, match=lambda v, r, ns, n: v == "patch" and r == "machineconfigpools")]
+        assert run(server, tmp_path) == 0
+        assert len([r for r in server.log if r.verb == "list" and r.resource == "persistentvolumeclaims"]) == 2
+        a = server.store.get("MachineConfigPool", "", "pool0")["metadata"]["annotations"]
+        assert a[A.STATE] == A.PENDING
+        assert a[A.BUILD_STORAGE].startswith(f"emptyDir: cannot list PersistentVolumeClaims in {F.NS}: ")
