@@ -262,15 +262,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"base {image.ref}: {image.layers} layers, {image.compressed / MB:.1f} MB compressed, "
               f"{image.unpacked / MB:.1f} MB unpacked, generated and pushed in "
               f"{time.monotonic() - start:.1f} s")
-        builds, reflink = [], False
+        builds: list[Build] = []
+        reflink: bool | None = None
         for driver in args.drivers.split(","):
             for mode in args.modes.split(","):
                 size = capacity(driver, image.unpacked, image.layers)
                 fs = buildstorage.Filesystem(work / f"fs-{driver}-{mode}", size, args.fs)
                 home = buildstorage.Filesystem(work / f"home-{driver}-{mode}", size, args.fs) \
                     if mode == "kept" else None
-                reflink = fs.reflinks()
-                print(f"{args.fs}: reflink {'yes' if reflink else 'no'} (cp --reflink=always)", flush=True)
+                if reflink is None:            # the filesystem's, the same for each of them
+                    reflink = fs.reflinks()
+                    print(f"{args.fs}: reflink {'yes' if reflink else 'no'} (cp --reflink=always)",
+                          flush=True)
                 try:
                     for n, (step, mc) in enumerate(zip(STEPS, machineconfigs(), strict=True)):
                         b = measure(registry, host, fs, home, image, driver, mode, step, mc, work, n)
@@ -285,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         registry.stop()
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        figures = {"image": asdict(image), "builds": [asdict(b) for b in builds], "reflink": reflink}
+        figures = {"image": asdict(image), "builds": [asdict(b) for b in builds], "reflink": bool(reflink)}
         Path(args.json).write_text(json.dumps(figures, indent=1))
-    return finish(builds, image, args, reflink)
+    return finish(builds, image, args, bool(reflink))
 
 
 def finish(builds: list[Build], image: osimage.Image, args: argparse.Namespace, reflink: bool) -> int:

@@ -117,13 +117,17 @@ def recorded(ann: Mapping[str, str]) -> str:
     return value[len(RECORDED):] if value.startswith(RECORDED) else ""
 
 
+def _owned_by(volume: Mapping[str, Any], key: str, value: Any) -> bool:
+    """Does an ownerReference of the volume name a MachineConfigPool with this `uid` or `name`?"""
+    owners = objects.meta(volume).get("ownerReferences")
+    return bool(value) and isinstance(owners, list) and any(
+        isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool" and o.get(key) == value
+        for o in owners)
+
+
 def untrusted(volume: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
     """Why a labelled volume is not one we made for this pool ("": it may be; above)."""
-    uid = objects.meta(pool).get("uid")
-    owners = objects.meta(volume).get("ownerReferences")
-    if not uid or not isinstance(owners, list) or not any(
-            isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool" and o.get("uid") == uid
-            for o in owners):
+    if not _owned_by(volume, "uid", objects.meta(pool).get("uid")):
         return "no ownerReference to the pool"
     spec = objects.spec(volume)
     if spec.get("dataSource") or spec.get("dataSourceRef"):
@@ -145,11 +149,7 @@ def deletable(obj: Mapping[str, Any], pool: Mapping[str, Any] | None, pool_name:
     the pool gone, one whose ownerReferences do not name it."""
     if obj.get("kind") != KIND:
         return True
-    if pool is not None:
-        return not untrusted(obj, pool)
-    owners = objects.meta(obj).get("ownerReferences")
-    return isinstance(owners, list) and any(isinstance(o, Mapping) and o.get("kind") == "MachineConfigPool"
-                                            and o.get("name") == pool_name for o in owners)
+    return not untrusted(obj, pool) if pool is not None else _owned_by(obj, "name", pool_name)
 
 
 def _refused(d: Any) -> list[tuple[Mapping[str, Any], str]]:

@@ -74,8 +74,7 @@ def _as_created(made: dict[str, Any], live: Mapping[str, Any]) -> dict[str, Any]
     rendered."""
     spec = live.get("spec")
     if made.get("kind") != "Pod" or not isinstance(spec, Mapping) or \
-            len(_containers(spec)) != len(_containers(made["spec"])) or \
-            not _within(_without_command(made["spec"]), _without_command(spec)):
+            not _within(_without_command(made["spec"]), _without_command(spec)):    # the same containers
         return made
     containers = [{**c, "command": json.loads(json.dumps(lc.get("command")))} if "command" in lc else c
                   for c, lc in zip(_containers(made["spec"]), _containers(spec), strict=True)]
