@@ -72,7 +72,7 @@ kustomize:
 
 # Three pytest-xdist workers (WORKERS=0: one process): the suite waits on real servers as much as it
 # computes: on 2 cores, 1,931 tests took 10 min 34 s in two workers and 7 min 28 s in three;
-# 2,036 tests 6 min 49 s in three (2026-12-02).
+# 2,038 tests 7 min 11 s in three (2026-12-02).
 WORKERS ?= 3
 test: install realapi argocd kustomize
 	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS))
