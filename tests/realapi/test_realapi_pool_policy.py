@@ -129,6 +129,13 @@ BAD = {
                            ANNOTATION_RULE + "worker adds ocl-reconciler.io.evil.com/x"),
     "image-by-tag": ([{"op": "add", "path": ann(A.IMAGE), "value": F.REPO + ":latest"}],
                      IMAGE_RULE + f"worker sets {F.REPO}:latest"),
+    # a digest that is not sha256's 64 lower-case hex digits (issue 42 item 4): too short, too long,
+    # upper case, another algorithm, two of them
+    **{f"image-digest-{why}": ([{"op": "add", "path": ann(A.IMAGE), "value": F.REPO + digest}],
+                               IMAGE_RULE + f"worker sets {F.REPO}{digest}")
+       for why, digest in (("short", "@sha256:abc"), ("long", "@sha256:" + "1" * 65),
+                           ("upper-case", "@sha256:" + "A" * 64), ("sha512", "@sha512:" + "1" * 128),
+                           ("twice", "@sha256:" + "1" * 64 + "@sha256:" + "1" * 64))},
     "finalizers": ([{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/hold"]}],
                    FINALIZER_RULE + "worker"),
 }
@@ -259,6 +266,27 @@ def test_the_pause_is_ours_only_on_a_pool_we_build(api):
     status, body = as_sa(api, "PATCH", POOLS + "/infra", [{"op": "replace", "path": "/spec/paused", "value": False},
                                                           {"op": "add", "path": ann(A.GATE), "value": hold.HELD}])
     assert status == 200, body
+    drop_pool(api, "infra")
+
+
+def test_a_pool_we_no_longer_build_is_not_paused_again_by_its_old_hold_record(api):
+    """Issue 42 item 3: a pool the gate held, then opted out and unpaused by an administrator
+    before our next run, still carries ocl-reconciler.io/gate=held. That record lets us release it
+    (test_the_pause_is_ours_only_on_a_pool_we_build), never pause it: the pause is refused, with the
+    record's own patch (hold.ops_on's HOLD) and as a bare spec.paused, and the pool stays unpaused."""
+    drop_pool(api, "infra")
+    held = F.pool("infra", opted_in=False, annotations={A.GATE: hold.HELD, A.GATE_CONFIG: "rendered-infra-1",
+                                                        A.GATE_SINCE: "2026-11-29T10:00:00Z"})
+    held["spec"]["paused"] = False                      # the administrator unpaused it
+    live = api.create(held)
+    refused = forbidden("infra", PAUSE_RULE + "infra sets spec.paused to true")
+    for patch in (hold.ops_on(live, hold.Gate(hold.Move.HOLD), "2026-11-29T12:00:00Z"),
+                  [{"op": "replace", "path": "/spec/paused", "value": True}]):
+        assert any(op.get("path") == "/spec/paused" and op.get("value") is True for op in patch), patch
+        status, body = as_sa(api, "PATCH", POOLS + "/infra", patch)
+        assert (status, body.get("message")) == (403, refused), body
+    after = api.get("MachineConfigPool", "", "infra")
+    assert after["spec"]["paused"] is False and after["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
     drop_pool(api, "infra")
 
 
