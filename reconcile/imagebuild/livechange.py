@@ -1,0 +1,108 @@
+"""Does a new rendered config need a new image, or do the pool's nodes take it live on the image
+they run? (settings key `liveChanges`; docs/rollout.md, "Changes a node takes live")
+
+Since 4.20 the MCO's own layering builds nothing for a change its daemon applies without a
+reboot (`ctrlcommon.RequiresRebuild`, openshift/machine-config-operator PR 4996). We do the same,
+with the daemon's own rule (imagebuild/disruption.py) applied to the config the pool's image was
+built from and the new rendered config, `osImageURL` and kernel arguments left out (our image stays;
+kernel arguments are never image content). Not `RequiresRebuild` as it stands: it compares the
+rendered `osImageURL`, our own image here, and rebuilds for kernel arguments. A change is live only
+when the image would not differ in what it installs (extensions, kernel type, fips), no file or
+unit the image holds is removed (it would stay in the image for every node that joins later), and
+the daemon reboots for none of it. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconcile.imagebuild import disruption
+
+#: key `liveChanges`: `apply` (the default) keeps the image for a change the nodes take live;
+#: `rebuild` builds for every content change, as versions before it did
+APPLY, REBUILD = "apply", "rebuild"
+MODES = (APPLY, REBUILD)
+#: The first release whose daemon reads node disruption policies by default (GA in 4.17; before it,
+#: `calculatePostConfigChangeActionFromMCDiffs`'s fixed list)
+POLICY_SINCE = (4, 17)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`live`: build nothing; `actions`: what the daemon does on each node; `why`: why it is not
+    live (one line, "" when it is)."""
+    live: bool
+    actions: tuple[disruption.Action, ...] = ()
+    why: str = ""
+
+    @property
+    def said(self) -> str:
+        return disruption.said(self.actions)
+
+
+def verdict(built_from: Mapping[str, Any], rendered: Mapping[str, Any],
+            policies: Mapping[str, Any] | None) -> Verdict:
+    """`built_from`: the rendered MachineConfig the pool's image was built from; `rendered`: the
+    pool's new one; `policies`: the cluster's merged node disruption policies, None on a release
+    without them."""
+    d = disruption.diff(built_from, rendered)
+    if d.fips or d.kernel_type or d.extensions:
+        return Verdict(False, why="the image installs what changed (extensions, kernel type or fips)")
+    if d.removed_files or d.removed_units:
+        gone = ", ".join([*d.removed_files, *d.removed_units])
+        return Verdict(False, why=f"removed from the config, still in the image: {gone}")
+    done = disruption.actions(replace(d, os_update=False, kargs=False), policies)
+    if disruption.reboots(done):
+        return Verdict(False, done, why="the machine-config daemon reboots for it")
+    return Verdict(True, done)
+
+
+def has_policies(release: str) -> bool:
+    """The daemon of this release reads node disruption policies (an unknown release: assumed so,
+    and the MachineConfiguration's own status decides)."""
+    try:
+        major, minor = (int(p) for p in release.split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) >= POLICY_SINCE
+
+
+#: The MachineConfiguration the operator publishes the merged node disruption policies in
+#: (`ctrlcommon.MCOOperatorKnobsObjectName`)
+POLICY_KIND, POLICY_NAME = "MachineConfiguration", "cluster"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a run decides live changes by: the merged policies (`clusterPolicies`), or None for the
+    rule of a release without them (`legacy`); `why`: why neither can be used ("" when one can)."""
+    policies: Mapping[str, Any] | None = None
+    legacy: bool = False
+    why: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.legacy or self.policies is not None
+
+
+def policy_of(obj: Mapping[str, Any] | None, problem: str = "") -> Policy:
+    """The policy as the daemon reads it (`calculatePostConfigChangeNodeDisruptionAction`): trusted
+    only when the operator observed the MachineConfiguration's generation. `problem`: why it could
+    not be read (a 403)."""
+    where = f"{POLICY_KIND} {POLICY_NAME}"
+    if problem:
+        return Policy(why=f"cannot read {where}: {problem}")
+    if obj is None:
+        return Policy(why=f"{where} not found (the node disruption policies)")
+    generation = (obj.get("metadata") or {}).get("generation")
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    if generation is None or status.get("observedGeneration") != generation:
+        return Policy(why=f"{where}: the operator has not observed generation {generation} yet")
+    found = (status.get("nodeDisruptionPolicyStatus") or {}).get("clusterPolicies")
+    if not isinstance(found, Mapping):
+        return Policy(why=f"{where} has no status.nodeDisruptionPolicyStatus.clusterPolicies")
+    return Policy(found)
+
+
+LEGACY = Policy(legacy=True)
