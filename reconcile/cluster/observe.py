@@ -28,11 +28,22 @@ from reconcile.core import (
     transitions,
 )
 from reconcile.core.actions import PoolPlan
-from reconcile.imagebuild import auth, builders, buildinputs, clusterfacts, disk, osstream, proxy, settings
+from reconcile.imagebuild import (
+    auth,
+    builders,
+    buildinputs,
+    clusterfacts,
+    disk,
+    livechange,
+    osstream,
+    proxy,
+    settings,
+)
 from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Transitions after which the pool's rendered config is checked for our image.
-CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT})
+CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT,
+                           transitions.Transition.LIVE})
 
 #: Kinds whose objects we create, hence LIST with our selector; and our build storage volumes,
 #: listed only where there may be some (`_owned_volumes`).
@@ -327,6 +338,8 @@ class Planner:
     bases: dict[tuple[str, str], disk.BaseSize] = field(default_factory=dict)
     #: the last plan's decisions by pool (render prints what they keep)
     decided: dict[str, decision.Decision] = field(default_factory=dict)
+    #: the node disruption policy (imagebuild/livechange.py): read once, when a change may be live
+    policy: livechange.Policy | None = None
 
     def _lookup(self, image: str, build_id: str) -> images.Lookup:
         """Does the registry still have an image we would reuse, labelled by our build of this
@@ -435,11 +448,13 @@ class Planner:
             if valid and entry.pool is not None:
                 self._read_machineconfigs(decision.unknown_content([entry.pool]))
             d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts, self.now)
+            d = self._with_live(d)
             if d.needs_build and entry.name not in from_nodes:
                 # its build is due: decided again on its nodes' architecture, not the one recorded
                 due = due or self._facts(pools, only, from_nodes | {entry.name})
-                d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
-                                         due.with_fresh(from_nodes | {entry.name}), self.now)
+                d = replace(decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
+                                                 due.with_fresh(from_nodes | {entry.name}), self.now),
+                            live=d.live, live_why=d.live_why)
             if d.candidate:
                 d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
             if d.needs_build:
@@ -452,6 +467,30 @@ class Planner:
             if not hold:
                 for name in [n for n in self.machineconfigs if last.get(n, -1) <= i]:
                     del self.machineconfigs[name]
+
+    def _with_live(self, d: decision.Decision) -> decision.Decision:
+        """A START that may be a live change: the config the image was built from and the current
+        one are read (a GET each, cached), and the node disruption policy once a run (one GET of the
+        MachineConfiguration `cluster`; none on a release without policies)."""
+        built = decision.built_from(d)
+        if built is None:
+            return d
+        self._read_machineconfigs([built, d.inputs.rendered_config])
+        return decision.with_live(d, self.machineconfigs.get(built) or decision.MISSING,
+                                  self.machineconfigs.get(d.inputs.rendered_config) or decision.MISSING,
+                                  self._policy(d.settings.release_version))
+
+    def _policy(self, release: str) -> livechange.Policy:
+        if self.policy is None:
+            if not livechange.has_policies(release):
+                self.policy = livechange.LEGACY
+            else:
+                try:
+                    self.policy = livechange.policy_of(_get_optional(
+                        self.cluster, livechange.POLICY_KIND, "", livechange.POLICY_NAME))
+                except Forbidden as err:
+                    self.policy = livechange.policy_of(None, str(err))
+        return self.policy
 
     def _check_rollout(self, d: decision.Decision) -> decision.Decision:
         """With `rollout: machineconfig`, a built pool whose rendered config includes our

@@ -43,6 +43,10 @@ ROLLOUT = PREFIX + "rollout"
 #: otherwise); a key of its own so that Argo CD's health check, which has no string functions, can
 #: see it
 OVERRIDDEN_BY = PREFIX + "rollout-overridden-by"
+#: `<what the machine-config daemon does>` (imagebuild/livechange.py: "reload crio.service", "none"):
+#: the pool's current rendered config differs from the one its image was built from (BUILT_CONFIG)
+#: only in what the nodes take live, so no image was built for it; removed by the next build
+LIVE = PREFIX + "live"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: why the last run could not delete images of the history from the registry (kept there, tried
 #: again by the next run); removed once a prune of the pool goes through

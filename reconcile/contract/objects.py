@@ -23,6 +23,7 @@ KINDS: dict[str, tuple[str, bool, str]] = {
     "Proxy": ("config.openshift.io/v1", False, "proxies"),
     "Node": ("v1", False, "nodes"),
     "OSImageStream": ("machineconfiguration.openshift.io/v1", False, "osimagestreams"),
+    "MachineConfiguration": ("operator.openshift.io/v1", False, "machineconfigurations"),
 }
 
 

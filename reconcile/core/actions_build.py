@@ -61,6 +61,33 @@ def equivalent(s: Step, mc: Mapping[str, Any] | None, material: desired.Material
     s.delete(d.current + d.stale)
 
 
+#: The Event of a change the nodes take live (Normal, once per rendered config)
+LIVE_EVENT = "LiveChange"
+
+
+def live(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The pool's new rendered config differs from the one its image was built from only in what its
+    nodes take live: no build; the rendered config, its content and what the daemon does are
+    recorded, the image and the build it came from are kept (so are our MachineConfig and its image:
+    the gate releases the pool once its rendered config is checked)."""
+    d, ann, image = s.d, s.ann, s.ann[A.IMAGE]
+    said = d.live.said if d.live is not None else "none"
+    built = ann.get(A.BUILT_CONFIG, "")
+    message = (f"live change: no build: {d.inputs.rendered_config} differs from {built}, which image "
+               f"{image} was built from, only in what the nodes take live ({said})")
+    s.plan.notes.append(message)
+    s.plan.state_after, s.plan.message = A.SUCCEEDED, message
+    s.plan.actions.append(Action("create", events.notice(d.pool, LIVE_EVENT, message, d.inputs.rendered_config,
+                                                         rfc3339(s.now), ann.get(A.TRANSITION, ""))))
+    out = rollout_of(s, image, built or d.inputs.rendered_config, False)
+    keep = (A.BUILD, A.ATTEMPT, A.BUILD_STORAGE, A.REBUILD_HANDLED)
+    patch_annotations(s.plan, d.pool, A.changes(ann, {
+        **{k: v for k, v in s.base.items() if k not in keep}, A.LIVE: said,
+        A.MESSAGE: A.one_line(out.waiting or message), **checked(s)}))
+    apply_rollout(s, out)
+    s.delete(d.current + d.stale)
+
+
 def stay_failed(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
     # an equivalent rendered config (a kernel argument): recorded, so later runs need not read it
     patch_annotations(s.plan, s.d.pool, A.changes(s.ann, {k: s.base[k] for k in (A.RENDERED, A.CONTENT)}))
@@ -156,7 +183,7 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
         message = f"attempt {attempt} of {A.MAX_ATTEMPTS} after: {_history(s)}"
         s.plan.notes += [why_not] if why_not else []     # the message keeps attempts only
     else:
-        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), why_not,
+        message = "; ".join(m for m in (_interrupted(s.ann, s.base[A.BUILD]), why_not, d.live_why,
                                          desired.build_inputs(d.builder, material).note,
                                          architecture.note(d.inputs.arch)) if m)
     s.base.update({A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, attempt),

@@ -22,6 +22,7 @@ from reconcile.core.actions_build import (
     built,
     equivalent,
     give_up,
+    live,
     progress,
     reuse,
     start,
@@ -41,6 +42,7 @@ ACTIONS: dict[Transition, Callable[[Step, Mapping[str, Any] | None, desired.Mate
     Transition.PROGRESS: progress,
     Transition.SUCCEED: succeed, Transition.FAIL: progress, Transition.STAY_FAILED: stay_failed,
     Transition.GIVE_UP: give_up, Transition.BUILT: built, Transition.EQUIVALENT: equivalent,
+    Transition.LIVE: live,
     Transition.OPT_OUT: opt_out,
     Transition.POOL_GONE: pool_gone,
     Transition.BLOCKED: lambda s, mc, material: record_blocked(s, s.d.problem),
@@ -60,7 +62,10 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
                      A.ARCH: d.inputs.arch, A.OS_STREAM: d.inputs.os_stream or None,
                      A.BUILDER_IMAGE: d.inputs.builder_image or None,
                      A.BUILD: desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt),
-                     A.ATTEMPT: str(d.attempt)}
+                     A.ATTEMPT: str(d.attempt),
+                     # a record of a live change goes with any write of the pool's state: LIVE
+                     # writes its own, BUILT writes none
+                     A.LIVE: None}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
             step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
         told = objects.annotations(d.build_obj or {}).get(A.BUILD_STORAGE)

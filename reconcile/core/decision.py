@@ -15,7 +15,7 @@ from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck, storage
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
-from reconcile.imagebuild import builders, clusterfacts, disk, imagecontent
+from reconcile.imagebuild import builders, clusterfacts, disk, imagecontent, livechange
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
 from reconcile.imagebuild.settings import Settings
 
@@ -51,6 +51,10 @@ class Decision:
     storage: tuple[Mapping[str, Any], ...] = ()
     #: START, RETRY: the base image's size, when the shell asked the registry (imagebuild/disk.py)
     base: disk.BaseSize | None = None
+    #: LIVE: what the daemon does with the change (imagebuild/livechange.py); START: why a change
+    #: was not taken live, where the shell asked ("" otherwise)
+    live: livechange.Verdict | None = None
+    live_why: str = ""
 
     @property
     def needs_build(self) -> bool:
@@ -71,6 +75,41 @@ def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
     assert d.observed is not None and lookup.image == d.candidate
     observed = replace(d.observed, reusable=bool(lookup.found))
     return replace(d, transition=decide(observed), observed=observed, lookup=lookup)
+
+
+def built_from(d: Decision) -> str | None:
+    """A START that may be a live change (`Settings.applies_live`): the rendered config the pool's
+    recorded image was built from (`ocl-reconciler.io/built-config`), which the shell reads with the
+    current one and hands to `with_live`. None where the question does not arise."""
+    if d.transition is not Transition.START or d.settings is None or not d.settings.applies_live:
+        return None
+    ann = objects.annotations(d.pool or {})
+    built = ann.get(A.BUILT_CONFIG)
+    if ann.get(A.STATE) != A.SUCCEEDED or not ann.get(A.IMAGE) or not built or built == d.inputs.rendered_config:
+        return None
+    return built
+
+
+def with_live(d: Decision, built: Mapping[str, Any], rendered: Mapping[str, Any],
+              policy: livechange.Policy) -> Decision:
+    """The decision once the shell read the config the image was built from (MISSING: gone), the
+    current one and the node disruption policy: LIVE where the nodes take the change live and the
+    image was built of the same inputs but for that content; otherwise START, saying why."""
+    name = objects.annotations(d.pool or {}).get(A.BUILT_CONFIG, "")
+    if not built or not rendered:
+        return replace(d, live_why=f"building: {name if not built else d.inputs.rendered_config}, the "
+                                   "config to compare with, is gone (pruned rendered configs)")
+    old = replace(d.inputs, content=imagecontent.digest(built))
+    refs = {desired.build_ref(d.builder, d.settings.namespace, old, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
+    if objects.annotations(d.pool or {}).get(A.BUILD) not in refs:
+        return d                         # the settings, a Dockerfile or a rebuild token changed too
+    if not policy.usable:
+        return replace(d, live_why=f"building: {policy.why}")
+    verdict = livechange.verdict(built, rendered, None if policy.legacy else policy.policies)
+    if not verdict.live:
+        return replace(d, live=verdict, live_why=f"building: not a live change against {name}: {verdict.why}")
+    observed = replace(d.observed, live=True)
+    return replace(d, transition=decide(observed), observed=observed, live=verdict)
 
 
 def opted_in(pool: Mapping[str, Any]) -> bool:
@@ -136,7 +175,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
                            content_recorded=ann.get(A.CONTENT) == A.content(inp.rendered_config, inp.content),
-                           legacy_ref=carried.legacy_ref)
+                           legacy_ref=carried.legacy_ref, live_recorded=bool(ann.get(A.LIVE)))
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
                     observed=observed, rollout=view, storage=volumes)

@@ -39,6 +39,13 @@ class Transition(enum.Enum):
                   "rendered config), or recorded `Succeeded` by an earlier version under its build id",
                   "build nothing: one pool patch records the rendered config and its content digest, "
                   "the image is kept; no Event")
+    LIVE = ("recorded `Succeeded`; the pool's new rendered config differs from the one its image was built "
+            "from only in what its nodes take live (`liveChanges: apply`, `rollout: machineconfig`: the "
+            "machine-config daemon's own rule under the cluster's node disruption policy), or the pool "
+            "records that already",
+            "build nothing: one pool patch records the rendered config, its content digest and what the "
+            "daemon will do (`ocl-reconciler.io/live`), the image and the build it came from are kept; "
+            "Event `LiveChange`")
     BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go); "
              "with `rollout: machineconfig`, the pool's MachineConfig is written if it is missing or "
              "points at another image")
@@ -83,11 +90,18 @@ class Observation:
     content_recorded: bool = True
     #: the annotations are about the build an earlier version named for the current inputs
     legacy_ref: bool = False
+    #: the pool records that its current rendered config is taken live on its image (LIVE, earlier)
+    live_recorded: bool = False
+    #: the shell found this run that the current rendered config is taken live on the pool's image
+    #: (imagebuild/livechange.py; asked only for a START)
+    live: bool = False
 
 
 def decide(o: Observation) -> Transition:
     match o:
         case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True, content_recorded=True):
+            return Transition.BUILT
+        case Observation(live_recorded=True, recorded=A.SUCCEEDED, has_image=True, content_recorded=True):
             return Transition.BUILT
         case Observation(at_ref=True, recorded=A.SUCCEEDED, has_image=True):
             return Transition.EQUIVALENT
@@ -95,6 +109,8 @@ def decide(o: Observation) -> Transition:
             return Transition.EQUIVALENT
         case Observation(at_ref=True, recorded=A.FAILED | A.INTERRUPTED):
             return Transition.STAY_FAILED
+        case Observation(live=True, recorded=A.SUCCEEDED, has_image=True, build=None):
+            return Transition.LIVE
         case Observation(reusable=True):
             return Transition.REUSE
         case Observation(build=BuildStatus(state=A.FAILED, transient=True), attempts_left=False):

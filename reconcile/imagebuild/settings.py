@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.imagebuild import auth, imageref
+from reconcile.imagebuild import auth, imageref, livechange
 
 BUILD_CONFIG = "on-cluster-build-config"
 OSIMAGEURL = "machine-config-osimageurl"
@@ -123,6 +123,9 @@ class Settings:
     build_storage: str = STORAGE_PERSISTENT
     storage_class: str = ""
     storage_size: str = ""
+    #: key `liveChanges` (imagebuild/livechange.py): `apply`, the default, builds nothing for a
+    #: change the nodes take live; `rebuild` builds for every content change
+    live_changes: str = livechange.APPLY
 
     @property
     def persistent_storage(self) -> bool:
@@ -131,6 +134,12 @@ class Settings:
     @property
     def machineconfig_rollout(self) -> bool:
         return self.rollout == ROLLOUT_MACHINECONFIG
+
+    @property
+    def applies_live(self) -> bool:
+        """A change the nodes take live keeps the image (`liveChanges: apply`), with
+        `rollout: machineconfig`: with `annotation` no node boots our image."""
+        return self.machineconfig_rollout and self.live_changes == livechange.APPLY
 
     @property
     def holds(self) -> bool:
@@ -201,6 +210,10 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if gate not in GATE_MODES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rolloutGate': unknown value {gate!r} "
                             f"(want one of {', '.join(GATE_MODES)})")
+    live = (build.get("liveChanges") or "").strip() or livechange.APPLY
+    if live not in livechange.MODES:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'liveChanges': unknown value {live!r} "
+                            f"(want one of {', '.join(livechange.MODES)})")
     buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
         else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
     osurl = _data(configmaps[OSIMAGEURL])
@@ -218,7 +231,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
-        rollout_gate=gate, hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
+        rollout_gate=gate, live_changes=live, hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
         explicit=frozenset(k for k in (*BUILD_RESOURCES, STORAGE_KEY) if str(build.get(k) or "").strip()),
         **_storage(build, builder),
     )

@@ -33,7 +33,7 @@ from reconcile.imagebuild import osstream, templates
 FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
           "kind_lower", "phase", "build_message", "attempt", "next_attempt", "max_attempts",
           "recorded_state", "recorded_ref", "recorded_for", "recorded_for_config", "candidate", "found",
-          "not_reused", "retry_cause", "problem", "move_label")
+          "not_reused", "retry_cause", "problem", "move_label", "built_config", "live")
 NOT_OPTED_IN = "NOT_OPTED_IN"
 
 
@@ -43,7 +43,8 @@ def _recorded(pool: Mapping[str, Any] | None) -> dict[str, Any]:
             "attempt": ann.get(A.ATTEMPT), "message": ann.get(A.MESSAGE), "image": ann.get(A.IMAGE),
             "renderedConfig": ann.get(A.RENDERED), "content": ann.get(A.CONTENT),
             "rebuildToken": ann.get(A.REBUILD), "rebuildHandled": ann.get(A.REBUILD_HANDLED),
-            "arch": ann.get(A.ARCH), "builderImage": ann.get(A.BUILDER_IMAGE)}
+            "arch": ann.get(A.ARCH), "builderImage": ann.get(A.BUILDER_IMAGE),
+            "builtConfig": ann.get(A.BUILT_CONFIG), "live": ann.get(A.LIVE)}
 
 
 def _phase(obj: Mapping[str, Any] | None) -> str:
@@ -90,7 +91,9 @@ def _fields(name: str, d: decision.Decision | None, namespace: str) -> dict[str,
         return values
     ann = objects.annotations(d.pool or {})
     values.update(problem=d.problem, recorded_state=ann.get(A.STATE) or "",
-                  recorded_ref=ann.get(A.BUILD) or "", recorded_for_config=ann.get(A.RENDERED) or "")
+                  recorded_ref=ann.get(A.BUILD) or "", recorded_for_config=ann.get(A.RENDERED) or "",
+                  built_config=ann.get(A.BUILT_CONFIG) or "",
+                  live=d.live.said if d.live is not None else ann.get(A.LIVE) or "")
     if d.inputs is None or d.builder is None or d.settings is None:
         return values
     ref = desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt)

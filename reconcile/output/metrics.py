@@ -91,6 +91,11 @@ def collect(result: Any, requests: Mapping[tuple[str, str], int], seconds: float
                 held_for.labels(plan.pool).set(max(0.0, (finished - since).total_seconds()))
             except ValueError:
                 pass
+    live = PCounter("ocl_live_changes", "New rendered configs this run took live: no build, the pool's "
+                    "image kept (liveChanges: apply)", ["pool"], registry=registry)
+    for outcome in result.outcomes:
+        if outcome.plan.transition == "LIVE":
+            live.labels(outcome.plan.pool).inc()
     duration = Gauge("ocl_build_duration_seconds", "Duration of builds that ended in this run",
                      ["pool"], registry=registry)
     for pool, value in durations.items():

@@ -63,6 +63,8 @@ RESOURCES = [
              status=True),
     Resource("build.openshift.io", "v1", "builds", "Build", True, status=True),
     Resource("config.openshift.io", "v1", "proxies", "Proxy", False, status=True),
+    Resource("operator.openshift.io", "v1", "machineconfigurations", "MachineConfiguration", False,
+             status=True),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
