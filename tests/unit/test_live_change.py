@@ -135,3 +135,27 @@ def test_the_metric_and_explain_say_it(run_cli, tmp_path):
     assert recorded["live"] == "none" and recorded["builtConfig"] and recorded["builtConfig"] != recorded["renderedConfig"]
     code, out, _ = run_cli.on(items, "status")
     assert "live change: no build" in next(r for r in out.splitlines() if r.startswith("worker "))
+    # the rollout check counts the live config as rolling out our image, then rolled out
+    items = cycle(run_cli, items, mconode.Counter())
+    code, out, _ = run_cli.on(items, "status")
+    row = next(r for r in out.splitlines() if r.startswith("worker "))
+    assert "rolled out" in row and pool(items)["metadata"]["annotations"][A.LIVE] == "none", row
+
+
+def test_a_policy_it_may_not_read_builds_and_says_why(run_cli, tmp_path, monkeypatch):
+    """A 403 on the MachineConfiguration (an install whose ClusterRole predates live changes): the
+    pool builds as before, its start message says why; one GET, once."""
+    from reconcile import cli
+    from tests.support.apiserver import APIServer, Fault
+    items = cycle(run_cli, world(), mconode.Counter())
+    items, _ = mconode.settle(copy.deepcopy(items) + [ssh_mc()], F.BASE)
+    with APIServer(items, clock=lambda: F.NOW) as server:
+        server.faults.append(Fault("status", code=403, times=0,
+                                   match=lambda verb, res, ns, name: res == "machineconfigurations"))
+        code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "20"])
+        after = server.items()
+        asked = [r.verb for r in server.log if r.resource == "machineconfigurations"]
+    assert code == 0 and asked == ["get"]
+    message = pool(after)["metadata"]["annotations"][A.MESSAGE]
+    assert "building: cannot read MachineConfiguration cluster" in message, message
+    assert [o for o in F.owned(after, "worker") if o["kind"] == "Pod"]
