@@ -96,7 +96,8 @@ PERMISSIONS: tuple[Rule, ...] = (
 #: `rollout: machineconfig` adds these
 ROLLOUT_PERMISSIONS: tuple[Rule, ...] = _role(
     "ClusterRole ocl-reconciler-rollout", "kustomize/components/rollout/rbac.yaml", "",
-    (_MCO, "machineconfigs", "list create patch delete", ""))
+    (_MCO, "machineconfigs", "list create patch delete", ""),
+    ("operator.openshift.io", "machineconfigurations", "get", "cluster"))
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def test_needs_add_the_rollout_verbs_and_secrets_of_other_namespaces():
     base = P.needs(read_settings(), F.NS)
     assert len(base) == sum(len(r.verbs) * max(1, len(r.names)) for r in P.PERMISSIONS) == 38
     assert {n.namespace for n in base if n.rule.namespace == P.OURS} == {F.NS}
-    assert len(P.needs(read_settings(rollout="machineconfig"), F.NS)) == 42
+    assert len(P.needs(read_settings(rollout="machineconfig"), F.NS)) == 38 + 4 + 1   # + the policy get
     # the global pull secret is in the table already; one of another namespace is asked for
     assert len(P.needs(read_settings(baseImagePullSecretName=None), F.NS)) == 38
     extra = P.needs(read_settings(finalImagePushSecretName="team-a/pusher"), F.NS)[-1]
