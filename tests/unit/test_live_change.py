@@ -126,6 +126,9 @@ def test_a_steady_run_reads_neither_the_policy_nor_a_machineconfig(any_cli):
 def test_the_metric_and_explain_say_it(run_cli, tmp_path):
     items = cycle(run_cli, world(), mconode.Counter())
     items, _ = mconode.settle(copy.deepcopy(items) + [ssh_mc()], F.BASE)
+    code, out, _ = run_cli.on(items, "diff", "-o", "json")
+    import json
+    assert '"transition": "LIVE"' in json.dumps(json.loads(out)), out
     code, items, err = run_cli.run(items, "--metrics-file", str(tmp_path / "m.prom"))
     assert code == 0 and "live change: no build" in err, err
     assert 'ocl_live_changes_total{pool="worker"} 1.0' in (tmp_path / "m.prom").read_text()
