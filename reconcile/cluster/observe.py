@@ -469,16 +469,18 @@ class Planner:
                     del self.machineconfigs[name]
 
     def _with_live(self, d: decision.Decision) -> decision.Decision:
-        """A START that may be a live change: the config the image was built from and the current
-        one are read (a GET each, cached), and the node disruption policy once a run (one GET of the
+        """A START that may be a live change: the config the image was built from, the current one
+        and the one recorded before (the nodes' config) are read (a GET each, cached), and the node disruption policy once a run (one GET of the
         MachineConfiguration `cluster`; none on a release without policies)."""
         built = decision.built_from(d)
         if built is None:
             return d
-        self._read_machineconfigs([built, d.inputs.rendered_config])
+        previous = objects.annotations(d.pool).get(A.RENDERED) or built
+        self._read_machineconfigs([built, d.inputs.rendered_config, previous])
         return decision.with_live(d, self.machineconfigs.get(built) or decision.MISSING,
                                   self.machineconfigs.get(d.inputs.rendered_config) or decision.MISSING,
-                                  self._policy(d.settings.release_version))
+                                  self._policy(d.settings.release_version),
+                                  self.machineconfigs.get(previous) if previous != built else None)
 
     def _policy(self, release: str) -> livechange.Policy:
         if self.policy is None:

@@ -47,6 +47,9 @@ OVERRIDDEN_BY = PREFIX + "rollout-overridden-by"
 #: the pool's current rendered config differs from the one its image was built from (BUILT_CONFIG)
 #: only in what the nodes take live, so no image was built for it; removed by the next build
 LIVE = PREFIX + "live"
+#: with LIVE: the image content digest of BUILT_CONFIG, so a run can tell, without reading it, that
+#: the recorded build is still the one the current inputs (settings, Dockerfile, rebuild token) make
+BUILT_CONTENT = PREFIX + "built-content"
 IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
 #: why the last run could not delete images of the history from the registry (kept there, tried
 #: again by the next run); removed once a prune of the pool goes through

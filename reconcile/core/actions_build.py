@@ -82,7 +82,7 @@ def live(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     out = rollout_of(s, image, built or d.inputs.rendered_config, False)
     keep = (A.BUILD, A.ATTEMPT, A.BUILD_STORAGE, A.REBUILD_HANDLED)
     patch_annotations(s.plan, d.pool, A.changes(ann, {
-        **{k: v for k, v in s.base.items() if k not in keep}, A.LIVE: said,
+        **{k: v for k, v in s.base.items() if k not in keep}, A.LIVE: said, A.BUILT_CONTENT: d.built_content,
         A.MESSAGE: A.one_line(out.waiting or message), **checked(s)}))
     apply_rollout(s, out)
     s.delete(d.current + d.stale)

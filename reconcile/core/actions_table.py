@@ -65,7 +65,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
                      A.ATTEMPT: str(d.attempt),
                      # a record of a live change goes with any write of the pool's state: LIVE
                      # writes its own, BUILT writes none
-                     A.LIVE: None}
+                     A.LIVE: None, A.BUILT_CONTENT: None}
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
             step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
         told = objects.annotations(d.build_obj or {}).get(A.BUILD_STORAGE)

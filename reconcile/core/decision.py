@@ -15,7 +15,7 @@ from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck, storage
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
-from reconcile.imagebuild import builders, clusterfacts, disk, imagecontent, livechange
+from reconcile.imagebuild import builders, clusterfacts, disk, disruption, imagecontent, livechange
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
 from reconcile.imagebuild.settings import Settings
 
@@ -55,6 +55,8 @@ class Decision:
     #: was not taken live, where the shell asked ("" otherwise)
     live: livechange.Verdict | None = None
     live_why: str = ""
+    #: LIVE: the image content digest of the config the image was built from
+    built_content: str = ""
 
     @property
     def needs_build(self) -> bool:
@@ -91,25 +93,39 @@ def built_from(d: Decision) -> str | None:
 
 
 def with_live(d: Decision, built: Mapping[str, Any], rendered: Mapping[str, Any],
-              policy: livechange.Policy) -> Decision:
+              policy: livechange.Policy, previous: Mapping[str, Any] | None = None) -> Decision:
     """The decision once the shell read the config the image was built from (MISSING: gone), the
     current one and the node disruption policy: LIVE where the nodes take the change live and the
-    image was built of the same inputs but for that content; otherwise START, saying why."""
+    image was built of the same inputs but for that content; otherwise START, saying why.
+    `previous`: the rendered config the pool recorded before (its nodes' config), when another than
+    `built`: what the daemon does is said for the nodes' move from it."""
     name = objects.annotations(d.pool or {}).get(A.BUILT_CONFIG, "")
     if not built or not rendered:
         return replace(d, live_why=f"building: {name if not built else d.inputs.rendered_config}, the "
                                    "config to compare with, is gone (pruned rendered configs)")
-    old = replace(d.inputs, content=imagecontent.digest(built))
-    refs = {desired.build_ref(d.builder, d.settings.namespace, old, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
-    if objects.annotations(d.pool or {}).get(A.BUILD) not in refs:
+    content = imagecontent.digest(built)
+    if not built_for(objects.annotations(d.pool or {}), d.builder, d.settings.namespace, d.inputs, content):
         return d                         # the settings, a Dockerfile or a rebuild token changed too
     if not policy.usable:
         return replace(d, live_why=f"building: {policy.why}")
-    verdict = livechange.verdict(built, rendered, None if policy.legacy else policy.policies)
+    rules = None if policy.legacy else policy.policies
+    verdict = livechange.verdict(built, rendered, rules)
     if not verdict.live:
         return replace(d, live=verdict, live_why=f"building: not a live change against {name}: {verdict.why}")
+    if previous:                         # what the nodes do: from the config they are on, all of it
+        verdict = replace(verdict, actions=disruption.actions(disruption.diff(previous, rendered), rules))
     observed = replace(d.observed, live=True)
-    return replace(d, transition=decide(observed), observed=observed, live=verdict)
+    return replace(d, transition=decide(observed), observed=observed, live=verdict, built_content=content)
+
+
+def built_for(ann: Mapping[str, str], builder: Builder, namespace: str, inp: desired.BuildInputs,
+              content: str | None) -> bool:
+    """The pool's recorded build is the one these inputs make with the image content `content` (of
+    the config the image was built from): only the rendered config changed since."""
+    if not content:
+        return False
+    old = replace(inp, content=content)
+    return ann.get(A.BUILD) in {desired.build_ref(builder, namespace, old, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
 
 
 def opted_in(pool: Mapping[str, Any]) -> bool:
@@ -175,7 +191,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,
                            content_recorded=ann.get(A.CONTENT) == A.content(inp.rendered_config, inp.content),
-                           legacy_ref=carried.legacy_ref, live_recorded=bool(ann.get(A.LIVE)))
+                           legacy_ref=carried.legacy_ref,
+                           live_recorded=bool(ann.get(A.LIVE)) and built_for(
+                               ann, builder, settings.namespace, inp, ann.get(A.BUILT_CONTENT)))
     return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
                     attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
                     observed=observed, rollout=view, storage=volumes)

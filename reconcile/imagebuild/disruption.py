@@ -15,9 +15,10 @@ takes live costs no image build and no reboot (docs/rollout.md, "Changes a node 
   policies (their fixed list of files).
 
 Files and units are compared as the JSON the rendered config holds, where the daemon compares
-the Ignition structs it parsed: a difference of spelling only (a field the parser drops, a
-default written out) counts here as a change, which can only mean a build where none was needed,
-never a reboot missed. Pure."""
+the Ignition structs it parsed: a field the parser drops, or a default written out, counts here as
+a change (at worst a build where none was needed). One difference goes the other way: an absent
+list and an empty one are the same here, where Go's `reflect.DeepEqual` tells a nil slice from an
+empty one; rendered configs are written with `omitempty`, so they carry neither. Pure."""
 
 from __future__ import annotations
 
@@ -150,9 +151,16 @@ def _actions(raw: Any) -> list[Action]:
     return [_action(a) for a in raw] if isinstance(raw, list) else []
 
 
+def _clean(path: str) -> str:
+    """Go's `filepath.Clean`: as `normpath`, but a leading `//` is one `/`."""
+    cleaned = posixpath.normpath(path) if path else "."
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
+
+
 def _subdirectory(directory: str, target: str) -> bool:
-    """`ctrlcommon.IsSubdirectory`."""
-    return posixpath.normpath(target).startswith(posixpath.normpath(directory).rstrip("/") + "/")
+    """`ctrlcommon.IsSubdirectory`: `Clean(dir) + "/"` is a prefix of `Clean(target)` (so a policy
+    path `/` matches no file: `//`)."""
+    return _clean(target).startswith(_clean(directory) + "/")
 
 
 def _closest_file_policy(path: str, files: Iterable[Any]) -> list[Action] | None:

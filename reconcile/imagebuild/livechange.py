@@ -41,6 +41,43 @@ class Verdict:
         return disruption.said(self.actions)
 
 
+#: what the daemon applies on a node (the rest of the rendered config only the image holds)
+_DAEMON_SPEC = ("config", "osImageURL", "kernelArguments")
+
+
+def _rest(mc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The spec and the Ignition config without what the daemon applies (files, units, passwd, the
+    Ignition version, osImageURL, kernel arguments): the image alone holds the rest (links,
+    directories, the kernel type, extensions, fips), so any change in it builds."""
+    spec = mc.get("spec") if isinstance(mc.get("spec"), Mapping) else {}
+    config = dict(spec.get("config") or {}) if isinstance(spec.get("config"), Mapping) else {}
+    config.pop("passwd", None)
+    config["ignition"] = {k: v for k, v in (config.get("ignition") or {}).items() if k != "version"}
+    config["storage"] = {k: v for k, v in (config.get("storage") or {}).items() if k != "files"}
+    config["systemd"] = {k: v for k, v in (config.get("systemd") or {}).items() if k != "units"}
+    return ({k: v for k, v in spec.items() if k not in _DAEMON_SPEC},
+            {k: v for k, v in config.items() if v not in ({}, None, [])})
+
+
+def _removed_from_units(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What a unit kept in the new config loses that the image holds: its contents, a drop-in
+    (the daemon deletes it on a node, `deleteStaleData`; the image keeps it for a new one)."""
+    def units(mc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        found = (((mc.get("spec") or {}).get("config") or {}).get("systemd") or {}).get("units") or []
+        return {str(u.get("name")): u for u in found if isinstance(u, Mapping)}
+    before, after = units(old), units(new)
+    out = []
+    for name, unit in before.items():
+        if name not in after:
+            continue
+        if unit.get("contents") and not after[name].get("contents"):
+            out.append(name)
+        kept = {str(d.get("name")) for d in after[name].get("dropins") or [] if isinstance(d, Mapping)}
+        out += [f"{name}.d/{d.get('name')}" for d in unit.get("dropins") or []
+                if isinstance(d, Mapping) and str(d.get("name")) not in kept]
+    return out
+
+
 def verdict(built_from: Mapping[str, Any], rendered: Mapping[str, Any],
             policies: Mapping[str, Any] | None) -> Verdict:
     """`built_from`: the rendered MachineConfig the pool's image was built from; `rendered`: the
@@ -49,9 +86,12 @@ def verdict(built_from: Mapping[str, Any], rendered: Mapping[str, Any],
     d = disruption.diff(built_from, rendered)
     if d.fips or d.kernel_type or d.extensions:
         return Verdict(False, why="the image installs what changed (extensions, kernel type or fips)")
-    if d.removed_files or d.removed_units:
-        gone = ", ".join([*d.removed_files, *d.removed_units])
-        return Verdict(False, why=f"removed from the config, still in the image: {gone}")
+    if _rest(built_from) != _rest(rendered):
+        return Verdict(False, why="what changed is in the image alone (links, directories or another field "
+                                  "the machine-config daemon does not apply)")
+    gone = [*d.removed_files, *d.removed_units, *_removed_from_units(built_from, rendered)]
+    if gone:
+        return Verdict(False, why=f"removed from the config, still in the image: {', '.join(gone)}")
     done = disruption.actions(replace(d, os_update=False, kargs=False), policies)
     if disruption.reboots(done):
         return Verdict(False, done, why="the machine-config daemon reboots for it")

@@ -129,3 +129,38 @@ def test_the_policy_is_trusted_only_once_observed():
                                                ("", True), ("5.0.0", True)])
 def test_which_releases_read_the_policy(release, policies):
     assert livechange.has_policies(release) is policies
+
+
+# --- review findings (issue 39): each failed before its fix --------------------------------------
+
+def test_removing_links_is_not_live():
+    """pkg/controller/common/reconcile.go isConfigReconcilable: links may be removed (`len(new
+    links) != 0` is the only refusal) and pkg/daemon/update.go never touches links; our image was
+    built by ignition-apply of the whole spec.config (manifests/Dockerfile.j2), so it keeps the link
+    for every node: a removal the image holds, never live (issue 39)."""
+    old = mc(BASE)
+    old["spec"]["config"]["storage"]["links"] = [{"path": "/etc/localtime", "target": "/usr/share/zoneinfo/UTC"}]
+    new = mc(BASE)
+    v = livechange.verdict(old, new, ndp.DEFAULTS)
+    assert not v.live, v
+
+
+def test_removing_a_dropin_of_a_unit_is_not_live():
+    """A unit kept, one of its dropins removed: the image keeps
+    /etc/systemd/system/foo.service.d/10-x.conf for every node that joins later."""
+    old, new = mc(BASE), mc(BASE)
+    old["spec"]["config"]["systemd"]["units"] = [
+        {"name": "foo.service", "contents": "[Service]\n", "dropins": [{"name": "10-x.conf", "contents": "[Service]\nX=1\n"}]}]
+    new["spec"]["config"]["systemd"]["units"] = [{"name": "foo.service", "contents": "[Service]\n"}]
+    policy = ndp.merged(units=[{"name": "foo.service", "actions": [{"type": "Restart", "restart": {"serviceName": "foo.service"}}]}])
+    v = livechange.verdict(old, new, policy)
+    assert not v.live, v
+
+
+def test_a_root_policy_path_matches_nothing_as_upstream():
+    """pkg/controller/common/helpers.go IsSubdirectory: filepath.Clean("/") + "/" is "//", so a
+    policy path "/" matches no file but "/" itself: FindClosestFilePolicyPathMatch finds nothing and
+    the daemon reboots (calculatePostConfigChangeNodeDisruptionActionFromMCDiffs: "no policy found")."""
+    policy = ndp.merged(files=[{"path": "/", "actions": [{"type": "None"}]}])
+    d = disruption.diff(mc(BASE), mc({**BASE, "/etc/motd": "hi"}))
+    assert disruption.actions(d, policy) == disruption.REBOOTS

@@ -162,3 +162,66 @@ def test_a_policy_it_may_not_read_builds_and_says_why(run_cli, tmp_path, monkeyp
     message = pool(after)["metadata"]["annotations"][A.MESSAGE]
     assert "building: cannot read MachineConfiguration cluster" in message, message
     assert [o for o in F.owned(after, "worker") if o["kind"] == "Pod"]
+
+
+# --- after a live change, what is in the build id still builds (review of issue 39) -------------
+
+def live_pool(cli):
+    items = cycle(cli, world(), mconode.Counter())
+    items, _, started = change(cli, items, ssh_mc())
+    assert started == [] and pool(items)["metadata"]["annotations"][A.LIVE] == "none"
+    return items
+
+
+def test_a_rebuild_token_after_a_live_change_builds(run_cli):
+    items = live_pool(run_cli)
+    image = ours(items)[0]["spec"]["osImageURL"]
+    before = len(builds(items))
+    items = copy.deepcopy(items)
+    pool(items)["metadata"]["annotations"][A.REBUILD] = "please"
+    items = cycle(run_cli, items, mconode.Counter())
+    ann = pool(items)["metadata"]["annotations"]
+    assert len(builds(items)) == before + 1, ann.get(A.MESSAGE)
+    assert ann.get(A.REBUILD_HANDLED) == "please" and ours(items)[0]["spec"]["osImageURL"] != image
+
+
+def test_a_custom_dockerfile_after_a_live_change_builds(run_cli):
+    items = live_pool(run_cli)
+    image = ours(items)[0]["spec"]["osImageURL"]
+    before = len(builds(items))
+    items = copy.deepcopy(items) + [F.configmap("on-cluster-build-custom-dockerfile", {"worker": "RUN true"})]
+    items = cycle(run_cli, items, mconode.Counter())
+    ann = pool(items)["metadata"]["annotations"]
+    assert len(builds(items)) == before + 1, ann.get(A.MESSAGE)
+    assert ours(items)[0]["spec"]["osImageURL"] != image
+
+
+def test_a_hand_written_live_annotation_does_not_swallow_a_rebuild_token(run_cli):
+    """Trust nothing another user can write: `ocl-reconciler.io/live` added by hand to a pool that
+    never had a live change makes every later token and settings change a no-op (decide(): BUILT)."""
+    items = cycle(run_cli, world(), mconode.Counter())
+    before = len(builds(items))
+    items = copy.deepcopy(items)
+    pool(items)["metadata"]["annotations"][A.LIVE] = "none"
+    pool(items)["metadata"]["annotations"][A.REBUILD] = "please"
+    items = cycle(run_cli, items, mconode.Counter())
+    assert len(builds(items)) == before + 1, pool(items)["metadata"]["annotations"].get(A.MESSAGE)
+
+
+def test_what_the_nodes_do_is_said_for_their_move_from_the_config_they_are_on(any_cli):
+    """A chain: registries.conf (live, Special), then an SSH key: the nodes' move is the SSH key's
+    alone ("none"); then a kernel argument with another key: no build, but the daemon reboots for
+    the kernel argument, and `live` says so (review of issue 39)."""
+    items = cycle(any_cli, world(), mconode.Counter())
+    conf = source_mc("99-worker-registries", "worker", {"/etc/containers/registries.conf": "[aliases]\n"})
+    items, _, started = change(any_cli, items, conf)
+    assert started == [] and "drain only" in pool(items)["metadata"]["annotations"][A.LIVE]
+    items, _, started = change(any_cli, items, ssh_mc())
+    assert started == [] and pool(items)["metadata"]["annotations"][A.LIVE] == "none"
+    karg = ssh_mc("ssh-ed25519 AAAA other")
+    karg["metadata"]["name"] = "99-worker-ssh"
+    karg["spec"]["kernelArguments"] = ["nosmt"]
+    items = [o for o in items if not (o["kind"] == "MachineConfig" and o["metadata"]["name"] == "99-worker-ssh")]
+    items, counter, started = change(any_cli, items, karg)
+    assert started == [] and pool(items)["metadata"]["annotations"][A.LIVE] == "reboot"
+    assert counter.per_node() == dict.fromkeys(NODES, 1) and counter.os_changes == 0
