@@ -196,17 +196,13 @@ def _planner(cluster, args, now: datetime):
     """Read the cluster and make the planner of what was read: (observed, planner). A failed read
     here or while planning is fatal (exit 3), as nothing can be planned without it."""
     from reconcile.cluster import observe
+    from reconcile.cluster.planner import Planner, RegistryAccess
     ca = _registry_ca(args)                                                     # before reading anything
     with _reading():
         seen = observe.observe(cluster, args.namespace)
-    planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
-    if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
-        from reconcile.cluster import registry
-        planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
-                                                  ca_file=ca)
-        planner.base_client = registry.Client(planner.pull_auths, getattr(cluster, "deadline", None),
-                                              ca_file=ca)
-    return seen, planner
+    # a snapshot is a simulation: reuse and pruning never ask a registry
+    access = None if args.snapshot else RegistryAccess(getattr(cluster, "deadline", None), ca)
+    return seen, Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1), access)
 
 
 def _registry_ca(args) -> str | None:
@@ -229,62 +225,17 @@ def _unreadable(err: object) -> Fatal:
     return Fatal(f"cannot read the cluster: {err}")
 
 
-def _notices(cluster, args, seen, plans, result=None) -> None:
+def _notices(cluster, seen, plans, result=None) -> None:
     """Said once a command: images recorded that reach no node, builds of an install elsewhere.
     With `result` (run, after its writes), a failed read ends the run as one while planning does:
     after the summary and metrics of what was done."""
-    from reconcile.cluster import ClusterError, observe
-    stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
-    import logging
+    from reconcile.cluster import ClusterError, notices
     try:
-        notices = (observe.annotation_notice(cluster, stranded),
-                   observe.moved_notice(seen.pools, args.namespace))
+        notices.say(cluster, seen, plans)
     except ClusterError as err:
         if result is None:
             raise _unreadable(err) from None
         result.unread = str(err)
-        return
-    for notice in notices:
-        if notice:
-            logging.getLogger("reconcile").warning("%s", notice)
-
-
-def _found_strays(seen) -> list:
-    """With `rollout: machineconfig`: MachineConfigs named like ours that we did not write, from what
-    the command read (core/rollout.py `strays`); said by run, diff, explain and preflight."""
-    from reconcile.cluster import observe
-    from reconcile.core import rollout
-    if not observe._rollout(seen.settings):
-        return []
-    return rollout.strays(seen.pools, seen.owned, seen.settings.repo, seen.named)
-
-
-def _strays(cluster, seen, now: datetime) -> int:
-    """run: a warning line for each stray, and a Warning Event on the pool it names (once: the
-    Event's name is keyed on the MachineConfig's uid). Returns how many."""
-    import logging
-
-    from reconcile.cluster import AlreadyExists, ClusterError
-    from reconcile.contract import objects
-    from reconcile.core import events
-    found = _found_strays(seen)
-    pools = {objects.name(p): p for p in seen.pools}
-    log = logging.getLogger("reconcile")
-    for stray in found:
-        log.warning("%s", stray.line())
-        pool = pools.get(stray.pool)
-        if pool is None:
-            continue
-        try:
-            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(),
-                                         f"{stray.name}={stray.uid}", now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                         kind="Warning"))
-        except AlreadyExists:
-            pass                                # told already
-        except ClusterError as err:
-            log.warning("could not tell pool %s of stray MachineConfig %s: %s", objects.name(pool),
-                        stray.name, err)
-    return len(found)
 
 
 def _observe(cluster, args, now: datetime):
@@ -292,14 +243,14 @@ def _observe(cluster, args, now: datetime):
     seen, planner = _planner(cluster, args, now)
     with _reading():
         plans = planner.plan()
-    _notices(cluster, args, seen, plans)
+    _notices(cluster, seen, plans)
     return seen, planner, plans
 
 
 def cmd_run(args, now: datetime) -> int:
     import logging
 
-    from reconcile.cluster import ClusterError, apply, lease, snapshot
+    from reconcile.cluster import ClusterError, apply, lease, notices, snapshot
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
     import time
@@ -316,11 +267,10 @@ def cmd_run(args, now: datetime) -> int:
     try:
         seen, planner = _planner(cluster, args, now)
         with _reading():    # one pool at a time: planned, carried out, and what it needed dropped
-            result = apply.execute(cluster, planner.each(), now, planner, planner.registry_client,
-                                   planner.prune)
+            result = apply.run_pass(cluster, planner, now)
         if not result.unread:       # a notice reads too: after a failed read, the summary comes first
-            _notices(cluster, args, seen, [o.plan for o in result.outcomes], result)
-        strays = _strays(cluster, seen, now)
+            _notices(cluster, seen, [o.plan for o in result.outcomes], result)
+        strays = notices.tell_strays(cluster, seen, now)
     finally:
         try:
             lease.release(cluster, held)
@@ -353,10 +303,11 @@ def cmd_diff(args, now: datetime) -> int:
     json), the exit code the plan's (kubectl diff: 1 means differences)."""
     import logging
 
+    from reconcile.cluster import notices
     from reconcile.diff import view
     cluster = _cluster(args, now)
     seen, _, plans = _observe(cluster, args, now)
-    strays = _found_strays(seen)
+    strays = notices.found_strays(seen)
     for stray in strays:
         logging.getLogger("reconcile").warning("%s", stray.line())
     changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
@@ -402,7 +353,7 @@ def cmd_status(args, now: datetime) -> int:
         pools = cluster.list("MachineConfigPool", None)
     except ClusterError as err:
         raise _unreadable(err) from None
-    from reconcile.cluster import observe
+    from reconcile.cluster import notices, observe
     try:        # a token without `list machineconfigs` (no rollout Component) shows no rollout, no strays
         from reconcile.contract import naming
         mcs = cluster.list("MachineConfig", None, naming.SELECTOR)
@@ -410,7 +361,7 @@ def cmd_status(args, now: datetime) -> int:
     except ClusterError:
         mcs, named = [], []
     try:
-        notice = observe.annotation_notice(cluster, observe.stranded(pools, machineconfigs=mcs))
+        notice = notices.annotation_notice(cluster, notices.stranded(pools, machineconfigs=mcs))
     except ClusterError:
         notice = None
     if notice:
@@ -433,6 +384,7 @@ def cmd_status(args, now: datetime) -> int:
 
 
 def cmd_explain(args, now: datetime) -> int:
+    from reconcile.cluster import notices
     from reconcile.contract import objects
     from reconcile.core import rollout
     from reconcile.output import explain
@@ -446,7 +398,8 @@ def cmd_explain(args, now: datetime) -> int:
         print(f"error: no MachineConfigPool {args.pool_name} (and nothing of ours labelled for it)",
               file=sys.stderr)
         return EXIT_BLOCKED
-    strays = [s for s in _found_strays(seen) if args.pool_name in (s.pool, s.name[len(rollout.PREFIX):])]
+    strays = [s for s in notices.found_strays(seen)
+              if args.pool_name in (s.pool, s.name[len(rollout.PREFIX):])]
     report = explain.explain(args.pool_name, pool, decision, plan, args.namespace, seen.pools, strays)
     sys.stdout.write(explain.as_json(report) if args.output == "json" else explain.text(report))
     return EXIT_OK

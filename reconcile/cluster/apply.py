@@ -17,7 +17,7 @@ run) a prune only says what it would delete."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -42,6 +42,17 @@ log = logging.getLogger("reconcile")
 
 class Replanner(Protocol):
     def replan(self, pool_name: str) -> PoolPlan | None: ...
+
+
+class Planning(Replanner, Protocol):
+    """What run's pass needs of its planner (cluster/planner.py), in one form: the plans made one
+    at a time, a pool re-planned after a conflict, the image prunes once all are made, and the
+    registry that deletes them (None: a snapshot run, which only says what it would delete)."""
+    registry_client: registry.Client | None
+
+    def each(self) -> Iterator[PoolPlan]: ...
+
+    def prune(self, plans: list[PoolPlan]) -> list[PoolPlan]: ...
 
 
 @dataclass
@@ -274,6 +285,12 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
         except ClusterError as err:     # what pruning reads (the nodes) after the pools' writes
             result.unread = str(err)
     return result
+
+
+def run_pass(cluster: Cluster, planning: Planning, now: datetime) -> RunResult:
+    """run's pass: one pool at a time, planned, carried out, and what it needed dropped before the
+    next is planned; the image prunes last."""
+    return execute(cluster, planning.each(), now, planning, planning.registry_client, planning.prune)
 
 
 def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: datetime,

@@ -11,7 +11,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe, registry
+from reconcile.cluster import (
+    ClusterError,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+    live,
+    notices,
+    observe,
+    registry,
+)
+from reconcile.cluster.planner import Planner
 from reconcile.contract import admission, objects
 from reconcile.core import decision, desired, images, rolloutcheck, storage, transitions
 from reconcile.imagebuild import auth, settings
@@ -190,9 +200,9 @@ def _registry(cluster: live.LiveCluster, f: P.Facts) -> None:
 
 
 def _machineosconfigs(cluster: live.LiveCluster) -> list[dict[str, Any]] | None:
-    if not cluster.serves(*observe.MACHINEOSCONFIGS):
+    if not cluster.serves(*notices.MACHINEOSCONFIGS):
         return None
-    api_version, plural = observe.MACHINEOSCONFIGS
+    api_version, plural = notices.MACHINEOSCONFIGS
     found = cluster.request("GET", f"{live.api_prefix(api_version)}/{plural}") or {}
     return list(found.get("items") or [])
 
@@ -201,7 +211,7 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
           f: P.Facts) -> None:
     """What the next run would do for each pool (the planner, no registry, no writes), and the
     first buildable pool's build object created with dryRun=All (as our ServiceAccount if we may)."""
-    planner = observe.Planner(cluster, seen, now)
+    planner = Planner(cluster, seen, now)
     plans, f.plan_error = _read(planner.plan)
     if f.plan_error:
         return
