@@ -412,16 +412,15 @@ def cmd_preflight(args, now: datetime) -> int:
               file=sys.stderr)
         return EXIT_BLOCKED
     from reconcile.cluster import ClusterError
-    from reconcile.cluster import preflight as read
-    from reconcile.output import preflight
+    from reconcile.preflight import checklist, read, report
     ca = _registry_ca(args)
     cluster = _cluster(args, now)
     try:                        # only an unreachable server or refused credentials get here
-        results = preflight.checks(read.gather(cluster, args.namespace, ca, now))
+        results = checklist.checks(read.gather(cluster, args.namespace, ca, now))
     except ClusterError as err:
         raise _unreadable(err) from None
-    sys.stdout.write(preflight.as_json(results) if args.output == "json" else preflight.text(results))
-    return preflight.exit_code(results)
+    sys.stdout.write(report.as_json(results) if args.output == "json" else report.text(results))
+    return report.exit_code(results)
 
 
 COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status,

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from reconcile import preflight as P
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.core import rollout
-from reconcile.output import preflight as P
 from tests.support import factory as F
 from tests.unit.test_preflight import good
 

@@ -1,4 +1,4 @@
-"""The pure checks of `ocl-reconcile preflight` (reconcile/output/preflight.py): each check's lines
+"""The pure checks of `ocl-reconcile preflight` (reconcile/preflight/): each check's lines
 from facts made here, one broken part at a time, against a good baseline in which every line is ok.
 What they say comes from the sources they restate: the permissions table from kustomize/base and
 the rollout component, the version rules from docs/rollout.md's table, auth key matching from
@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from reconcile import cli
+from reconcile import preflight as P
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.contract.problem import Problem
 from reconcile.imagebuild import auth, settings
-from reconcile.output import preflight as P
 from tests.support import factory as F
 
 SECRET_AUTH = base64.b64encode(b"pusher:not-for-your-eyes").decode()
