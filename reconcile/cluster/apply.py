@@ -33,8 +33,9 @@ from reconcile.cluster import (
     registry,
 )
 from reconcile.contract import admission, naming, objects
-from reconcile.core import actions_table, decision, images, mcolabel, storage
+from reconcile.core import decision, images, mcolabel, storage
 from reconcile.core.actions import Action, PoolPlan, WarningNote, carried_out
+from reconcile.core.actions import table as actions_table
 from reconcile.diff import view
 
 log = logging.getLogger("reconcile")

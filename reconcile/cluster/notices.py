@@ -77,7 +77,7 @@ def say(cluster: Cluster, seen: observe.Observed, plans: Iterable[PoolPlan]) -> 
 
 def found_strays(seen: observe.Observed) -> list[rollout.Stray]:
     """With `rollout: machineconfig`: MachineConfigs named like ours that we did not write, from what
-    the command read (core/rollout.py `strays`); said by run, diff, explain and preflight."""
+    the command read (core/rollout/ `strays`); said by run, diff, explain and preflight."""
     if not observe.machineconfig_rollout(seen.settings):
         return []
     return rollout.strays(seen.pools, seen.owned, seen.settings.repo, seen.named)

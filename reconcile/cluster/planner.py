@@ -12,8 +12,10 @@ from typing import Any
 from reconcile.cluster import Cluster, Forbidden, observe, registry
 from reconcile.cluster.observe import Observed
 from reconcile.contract import naming, objects
-from reconcile.core import actions_table, decision, desired, images, rollout, rolloutcheck, transitions
+from reconcile.core import decision, desired, images, rollout, transitions
 from reconcile.core.actions import PoolPlan
+from reconcile.core.actions import table as actions_table
+from reconcile.core.rollout import check as rolloutcheck
 from reconcile.imagebuild import auth, clusterfacts, disk, osstream, settings
 from reconcile.imagebuild.settings import Settings
 

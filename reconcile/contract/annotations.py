@@ -36,7 +36,7 @@ DISK = PREFIX + "disk"
 #: cannot be had (core/storage.py); absent with buildStorage: emptyDir
 BUILD_STORAGE = PREFIX + "build-storage"
 #: with `rollout: machineconfig`: `<rendered config>=<image>`, the osImageURL the pool's rendered
-#: config (`spec.configuration.name`) held when a run last read it (core/rolloutcheck.py), so a
+#: config (`spec.configuration.name`) held when a run last read it (core/rollout/check.py), so a
 #: steady run reads no MachineConfig to know it
 ROLLOUT = PREFIX + "rollout"
 #: written with ROLLOUT when that image is not ours: the MachineConfig whose osImageURL won (absent
@@ -53,7 +53,7 @@ IMAGES_LIMIT = 50
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 
-#: The rollout gate's record on the pool (core/hold.py): `held` (we paused it), `rolling` (we let it
+#: The rollout gate's record on the pool (core/rollout/hold.py): `held` (we paused it), `rolling` (we let it
 #: roll out a config that carries its image), `released` (a failed build or holdTimeout released
 #: it), `admin` (someone unpaused it while we held it: not paused again until this key is removed);
 #: for which rendered config, since when, and why a release happened.

@@ -66,7 +66,7 @@ def annotations(rendered_config: str, wave: int) -> dict[str, str]:
 
 def owner_reference(pool: Mapping[str, Any], controller: bool = True) -> dict[str, Any]:
     """`controller` False for a MachineConfig: the render controller enqueues only the controller
-    owner of a MachineConfig that has one (core/rollout.py)."""
+    owner of a MachineConfig that has one (core/rollout/)."""
     md = pool.get("metadata") or {}
     return {
         "apiVersion": pool.get("apiVersion", "machineconfiguration.openshift.io/v1"),

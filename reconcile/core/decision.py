@@ -13,7 +13,8 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck, storage
+from reconcile.core import carryforward, desired, images, mcolabel, rollout, storage
+from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
 from reconcile.imagebuild import builders, clusterfacts, disk, imagecontent
 from reconcile.imagebuild.builders.base import Builder, BuildStatus

@@ -12,7 +12,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import decision, images, rollout, rolloutcheck
+from reconcile.core import decision, images, rollout
+from reconcile.core.rollout import check as rolloutcheck
 
 #: `ocl_rollout_nodes`' states: the pool's status counts, while its rendered config holds our image
 NODE_STATES = ("updated", "total", "degraded")

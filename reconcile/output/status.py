@@ -1,6 +1,6 @@
 """`status`: what the pool annotations say, as a table (POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE).
 ROLLOUT is how far the MCO rendered and rolled out the image our MachineConfig hands it
-(core/rolloutcheck.py), and what the rollout gate does to the pool (core/hold.py: `held`, `paused by
+(core/rollout/check.py), and what the rollout gate does to the pool (core/rollout/hold.py: `held`, `paused by
 an administrator`, `released (...)`), `-` without either (`rollout: annotation`)."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import decision, hold, mcolabel, rollout, rolloutcheck
+from reconcile.core import decision, mcolabel, rollout
+from reconcile.core.rollout import check as rolloutcheck
+from reconcile.core.rollout import hold
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
@@ -72,7 +74,7 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
 
 def strays(pools: Iterable[Mapping[str, Any]], machineconfigs: Iterable[Mapping[str, Any]],
            named: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[str]:
-    """The stray MachineConfigs (core/rollout.py `strays`) of these pools (all, and those of no pool,
+    """The stray MachineConfigs (core/rollout/ `strays`) of these pools (all, and those of no pool,
     without `only`), one line each. status reads no settings, so an image of another repository is
     not seen here: run, diff and preflight say it."""
     chosen = set(only)

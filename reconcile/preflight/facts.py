@@ -65,7 +65,8 @@ class Facts:
     named: list[Mapping[str, Any]] = field(default_factory=list)
     #: pool -> what the next run would do (the lifecycle's transition), or why it is Blocked
     decisions: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: pool -> what stops its rollout (overridden, render failed: core/rolloutcheck.py), as the plan leaves it
+    #: pool -> what stops its rollout (overridden, render failed: core/rollout/check.py), as the plan
+    #: leaves it
     rollouts: dict[str, str] = field(default_factory=dict)
     plan_error: str = ""
     dry_run: DryRun | None = None

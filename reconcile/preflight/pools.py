@@ -9,7 +9,8 @@ from typing import Any
 
 from reconcile.contract import admission, objects
 from reconcile.contract import annotations as A
-from reconcile.core import decision, hold, mcolabel, rollout
+from reconcile.core import decision, mcolabel, rollout
+from reconcile.core.rollout import hold
 from reconcile.imagebuild.settings import Settings
 from reconcile.preflight.facts import Facts
 from reconcile.preflight.report import FAIL, OK, WARN, Line
@@ -67,7 +68,7 @@ def check_pools(f: Facts) -> list[Line]:
 
 
 def check_strays(f: Facts) -> list[Line]:
-    """MachineConfigs named like ours that we did not write (core/rollout.py `strays`): from what a
+    """MachineConfigs named like ours that we did not write (core/rollout/ `strays`): from what a
     run reads too (the labelled LIST of ours, the metadata-only LIST of every MachineConfig, the
     pools' rendered sources)."""
     if not isinstance(f.settings, Settings) or not f.settings.machineconfig_rollout:

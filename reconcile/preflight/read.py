@@ -23,7 +23,8 @@ from reconcile.cluster import (
 )
 from reconcile.cluster.planner import Planner
 from reconcile.contract import admission, objects
-from reconcile.core import decision, desired, images, rolloutcheck, storage, transitions
+from reconcile.core import decision, desired, images, storage, transitions
+from reconcile.core.rollout import check as rolloutcheck
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
 from reconcile.preflight.access import BUILD_ACCOUNT, BUILDER_SCC, builder_account

@@ -46,7 +46,7 @@ class PoolPlan:
     transition: str = ""
     #: Pools that will roll out the image this plan writes into a MachineConfig (rollout: machineconfig).
     rollout: tuple[str, ...] = ()
-    #: The rollout gate's move for the pool (core/hold.py `Move` name; "" when there is none), and
+    #: The rollout gate's move for the pool (core/rollout/hold.py `Move` name; "" when there is none), and
     #: its record once the plan is carried out (`held`, ...; "") with its time (metrics).
     hold: str = ""
     gate: str = ""

@@ -1,7 +1,7 @@
 """The actions of the build rows of the lifecycle table (docs/contract.md): START and RETRY make a
 build object, PROGRESS and FAIL follow it, SUCCEED, REUSE, BUILT and EQUIVALENT record and roll out
 an image, STAY_FAILED and GIVE_UP keep a failure. One function each, on a `Step`
-(core/actions_step.py); core/actions_table.py maps each transition to its function.
+(core/actions/step.py); core/actions/table.py maps each transition to its function.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import carryforward, desired, events, images, rollout, storage
 from reconcile.core.actions import Action, WarningNote
-from reconcile.core.actions_step import (
+from reconcile.core.actions.step import (
     Step,
     apply_rollout,
     checked,
