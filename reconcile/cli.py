@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 from datetime import UTC, datetime
@@ -225,77 +226,86 @@ def _unreadable(err: object) -> Fatal:
     return Fatal(f"cannot read the cluster: {err}")
 
 
-def _notices(cluster, seen, plans, result=None) -> None:
-    """Said once a command: images recorded that reach no node, builds of an install elsewhere.
-    With `result` (run, after its writes), a failed read ends the run as one while planning does:
-    after the summary and metrics of what was done."""
-    from reconcile.cluster import ClusterError, notices
-    try:
-        notices.say(cluster, seen, plans)
-    except ClusterError as err:
-        if result is None:
-            raise _unreadable(err) from None
-        result.unread = str(err)
-
-
 def _observe(cluster, args, now: datetime):
-    """Read the cluster and plan every pool at once (diff, render, explain)."""
+    """Read the cluster and plan every pool at once (diff, render, explain); the notices of what
+    was read (cluster/notices.py)."""
+    from reconcile.cluster import ClusterError, notices
     seen, planner = _planner(cluster, args, now)
     with _reading():
         plans = planner.plan()
-    _notices(cluster, seen, plans)
+    try:
+        notices.say(cluster, seen, plans)
+    except ClusterError as err:
+        raise _unreadable(err) from None
     return seen, planner, plans
 
 
 def cmd_run(args, now: datetime) -> int:
-    import logging
+    """Under the Lease, plan and carry out every pool; then the summary, the metrics and the
+    snapshot of what was done (a read that failed after some pools were carried out ends it there)."""
+    import time
 
-    from reconcile.cluster import ClusterError, apply, lease, notices, snapshot
+    from reconcile.cluster import lease
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
-    import time
     started = time.monotonic()
     cluster = _cluster(args, now)
-    try:
-        held = lease.acquire(cluster, args.namespace, lease.holder_identity(),
-                             int(args.timeout) + 60, now)
-    except ClusterError as err:
-        raise Fatal(f"cannot take Lease {args.namespace}/{lease.NAME}: {err}") from None
+    held = _take_lease(cluster, args, now)
     if held is None:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
-    try:
-        seen, planner = _planner(cluster, args, now)
-        with _reading():    # one pool at a time: planned, carried out, and what it needed dropped
-            result = apply.run_pass(cluster, planner, now)
-        if not result.unread:       # a notice reads too: after a failed read, the summary comes first
-            _notices(cluster, seen, [o.plan for o in result.outcomes], result)
-        strays = notices.tell_strays(cluster, seen, now)
-    finally:
-        try:
-            lease.release(cluster, held)
-        except ClusterError as err:
-            logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
+    with lease.releasing(cluster, held):
+        seen, result, strays = _reconcile(cluster, args, now)
     seconds = time.monotonic() - started
     logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds,
                                                              getattr(cluster, "bytes_read", None)))
-    if args.metrics_file or args.pushgateway:
-        from reconcile.output import metrics
-        registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
-                                   metrics.build_durations(result.outcomes, seen.owned, now), now,
-                                   metrics.rollouts(seen.pools, seen.owned, [o.plan for o in result.outcomes
-                                                                             if not o.error]),
-                                   strays)
-        for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
-            logging.getLogger("reconcile").warning("%s", problem)
-    if args.write_snapshot:
-        try:
-            snapshot.write(args.write_snapshot, cluster.items())
-        except OSError as err:
-            raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
+    _metrics(cluster, args, seen, result, seconds, strays, now)
+    _write_snapshot(cluster, args)
     if result.unread:           # after the summary, the metrics and the snapshot of what was done
         raise _unreadable(result.unread)
     return EXIT_BLOCKED if result.failed else EXIT_OK
+
+
+def _take_lease(cluster, args, now: datetime):
+    """The Lease of this run (cluster/lease.py), or None when another run holds it."""
+    from reconcile.cluster import ClusterError, lease
+    try:
+        return lease.acquire(cluster, args.namespace, lease.holder_identity(), int(args.timeout) + 60, now)
+    except ClusterError as err:
+        raise Fatal(f"cannot take Lease {args.namespace}/{lease.NAME}: {err}") from None
+
+
+def _reconcile(cluster, args, now: datetime):
+    """One pool at a time, planned, carried out, and what it needed dropped (cluster/apply.py
+    `run_pass`); then what run says of what it read (cluster/notices.py `after_run`):
+    (observed, result, strays)."""
+    from reconcile.cluster import apply, notices
+    seen, planner = _planner(cluster, args, now)
+    with _reading():
+        result = apply.run_pass(cluster, planner, now)
+    return seen, result, notices.after_run(cluster, seen, result, now)
+
+
+def _metrics(cluster, args, seen, result, seconds: float, strays: int, now: datetime) -> None:
+    """--metrics-file, --pushgateway: the run's metrics (output/metrics.py); a failure is a warning."""
+    if not (args.metrics_file or args.pushgateway):
+        return
+    from reconcile.output import metrics
+    registry = metrics.of_run(result, getattr(cluster, "outcomes", {}), seconds, seen.pools, seen.owned, now,
+                              strays)
+    for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
+        logging.getLogger("reconcile").warning("%s", problem)
+
+
+def _write_snapshot(cluster, args) -> None:
+    """--write-snapshot: the resulting cluster (cluster/snapshot.py)."""
+    if not args.write_snapshot:
+        return
+    from reconcile.cluster import snapshot
+    try:
+        snapshot.write(args.write_snapshot, cluster.items())
+    except OSError as err:
+        raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
 
 
 def cmd_diff(args, now: datetime) -> int:

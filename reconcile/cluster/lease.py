@@ -4,14 +4,16 @@ laptop run; the Lease does. Taken by create, or by compare-and-swap over an expi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconcile.cluster import AlreadyExists, Cluster, Conflict, NotFound
+from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, NotFound
 from reconcile.contract import naming, objects
 
 NAME = "ocl-reconciler"
@@ -99,3 +101,16 @@ def release(cluster: Cluster, lease: dict[str, Any]) -> None:
         cluster.delete("Lease", objects.namespace(lease), NAME, objects.meta(lease).get("uid"))
     except (NotFound, Conflict):
         pass                                              # expired and taken over: not ours now
+
+
+@contextlib.contextmanager
+def releasing(cluster: Cluster, lease: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Hold the Lease taken for the block, and release it after (a failure to release is a
+    warning: the Lease expires)."""
+    try:
+        yield lease
+    finally:
+        try:
+            release(cluster, lease)
+        except ClusterError as err:
+            log.warning("could not release the Lease: %s", err)

@@ -8,13 +8,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconcile.cluster import AlreadyExists, Cluster, ClusterError, observe
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import carryforward, decision, events, rollout
 from reconcile.core.actions import PoolPlan
+
+if TYPE_CHECKING:                   # run's result: only its type is named here
+    from reconcile.cluster.apply import RunResult
 
 #: The API of the MCO's own on-cluster layering (4.16 on): where it is served, nothing reads the
 #: pool annotation `newestImageEquivalentConfig` any more (docs/rollout.md).
@@ -104,3 +107,14 @@ def tell_strays(cluster: Cluster, seen: observe.Observed, now: datetime) -> int:
             log.warning("could not tell pool %s of stray MachineConfig %s: %s", objects.name(pool),
                         stray.name, err)
     return len(found)
+
+
+def after_run(cluster: Cluster, seen: observe.Observed, result: RunResult, now: datetime) -> int:
+    """run, after its pass: the notices (a failed read ends the run as one while planning does,
+    after its summary and metrics: `result.unread`), then the strays. Returns how many strays."""
+    if not result.unread:       # a notice reads too: after a failed read, the summary comes first
+        try:
+            say(cluster, seen, [o.plan for o in result.outcomes])
+        except ClusterError as err:
+            result.unread = str(err)
+    return tell_strays(cluster, seen, now)
