@@ -343,8 +343,8 @@ def cmd_render(args, now: datetime) -> int:
     _, planner, plans = _observe(cluster, args, now)
     pairs = [(planner.decided[p.pool], p) for p in plans]
     try:
-        planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept(d, p)[1])
-        objs, problems, notes = manifests.render(pairs, planner.machineconfigs.get, planner.material)
+        planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept_objects(d, p)[1])
+        objs, problems, notes = manifests.wanted_objects(pairs, planner.machineconfigs.get, planner.material)
     except ClusterError as err:
         raise _unreadable(err) from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")
@@ -376,7 +376,7 @@ def cmd_status(args, now: datetime) -> int:
         notice = None
     if notice:
         print(f"warning: {notice}", file=sys.stderr)
-    strays = status.strays(pools, mcs, named, args.pool)
+    strays = status.stray_lines(pools, mcs, named, args.pool)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
     if not status.rows(pools, now, mcs):            # as kubectl's "No resources found": on stderr
@@ -386,7 +386,7 @@ def cmd_status(args, now: datetime) -> int:
               f"opt one in: oc label mcp/worker {A.LAYERING_LABEL}=",
               file=sys.stderr)
     else:
-        sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))
+        sys.stdout.write(status.text(pools, now, mcs, wide=args.output == "wide"))
         sys.stdout.flush()                          # the warnings come after the table
     for line in strays:
         print(f"warning: {line}", file=sys.stderr)

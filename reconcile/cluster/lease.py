@@ -24,7 +24,7 @@ def _micro(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Unreadable(ValueError):
+class BadTime(ValueError):
     """A Lease time that is not an RFC 3339 time: nobody can tell whether it expired."""
 
 
@@ -35,7 +35,7 @@ def _parse(text: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise Unreadable(text) from None
+        raise BadTime(text) from None
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
@@ -74,7 +74,7 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
         return live
     try:
         until = expires(live)
-    except Unreadable as err:       # a time we cannot read is never taken for an expired one
+    except BadTime as err:       # a time we cannot read is never taken for an expired one
         log.warning("Lease %s/%s has a time that cannot be read (%r): not taken over; skipped",
                     namespace, NAME, str(err))
         return None

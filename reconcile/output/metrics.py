@@ -43,7 +43,7 @@ def build_durations(outcomes: Iterable[PoolOutcome], owned: Iterable[Mapping[str
     return out
 
 
-def rollouts(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
+def rollouts_after(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
              plans: Iterable[PoolPlan]) -> dict[str, rolloutcheck.State]:
     """The rollout state of every opted-in pool with a MachineConfig of ours, as this run's
     patches leave the pools and our MachineConfigs."""
@@ -205,7 +205,7 @@ def of_run(result: RunOutcome, requests: Mapping[tuple[str, str], int], seconds:
     """run's registry: `collect` of the run, with the durations of the builds that ended in it
     and the rollout state of the pools whose plans went through."""
     return collect(result, requests, seconds, build_durations(result.outcomes, owned, finished), finished,
-                   rollouts(pools, owned, [o.plan for o in result.outcomes if not o.error]), strays)
+                   rollouts_after(pools, owned, [o.plan for o in result.outcomes if not o.error]), strays)
 
 
 def export(registry: Any, textfile: str | None, pushgateway: str | None) -> list[str]:

@@ -17,7 +17,7 @@ from reconcile.core.actions.step import (
     Step,
     apply_rollout,
     checked,
-    ensure,
+    create_missing,
     patch_annotations,
     record_blocked,
     rfc3339,
@@ -47,7 +47,7 @@ def equivalent(s: Step, mc: Mapping[str, Any] | None, material: desired.Material
     same image content, or an earlier version recorded the success under its build id."""
     d, ann, image = s.d, s.ann, s.ann[A.IMAGE]
     if d.observed.legacy_ref:
-        message = carryforward.kept(ann, d.settings.namespace, image, d.inputs.build_id)
+        message = carryforward.why_kept(ann, d.settings.namespace, image, d.inputs.build_id)
     else:
         message = (f"{d.inputs.rendered_config} has the image content of "
                    f"{ann.get(A.BUILT_CONFIG) or ann.get(A.RENDERED)}: nothing to build")
@@ -146,7 +146,7 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     if placed.create:           # the volume before the Pod that mounts it
         s.plan.actions.append(Action("create", placed.create))
     s.plan.notes += [n for n in (placed.note, f"disk: {placed.disk.figures}") if n]
-    ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
+    create_missing(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     why_not = not_reused(d.lookup)
     foreign = images.produced(d.pool, d.inputs.build_id)
     if foreign and not images.ours(foreign, d.settings.repo):

@@ -101,7 +101,7 @@ def patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[
         plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
-def ensure(plan_: PoolPlan, want: list[dict[str, Any]],
+def create_missing(plan_: PoolPlan, want: list[dict[str, Any]],
             live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
     """Create what is missing. Our ConfigMaps and Secrets are immutable and carry a hash of their
     content: one whose hash is not the wanted one (edited, or made by an older version) is
