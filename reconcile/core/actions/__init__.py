@@ -1,4 +1,6 @@
-"""The plan: an ordered list of writes per pool, plus the state change it records. Pure data."""
+"""The plan: an ordered list of writes per pool, plus the state change it records. Pure data.
+Beside it: `table` (a transition -> its actions, one function a row in `buildrows` and
+`poolrows`, on the `Step` of `step`)."""
 
 from __future__ import annotations
 
