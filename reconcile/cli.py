@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import sys
 from datetime import UTC, datetime
@@ -243,6 +242,7 @@ def _observe(cluster, args, now: datetime):
 def cmd_run(args, now: datetime) -> int:
     """Under the Lease, plan and carry out every pool; then the summary, the metrics and the
     snapshot of what was done (a read that failed after some pools were carried out ends it there)."""
+    import logging
     import time
 
     from reconcile.cluster import lease
@@ -290,6 +290,8 @@ def _metrics(cluster, args, seen, result, seconds: float, strays: int, now: date
     """--metrics-file, --pushgateway: the run's metrics (output/metrics.py); a failure is a warning."""
     if not (args.metrics_file or args.pushgateway):
         return
+    import logging
+
     from reconcile.output import metrics
     registry = metrics.of_run(result, getattr(cluster, "outcomes", {}), seconds, seen.pools, seen.owned, now,
                               strays)
