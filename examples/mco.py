@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from reconcile.cluster import snapshot  # noqa: E402
 from reconcile.contract import selector  # noqa: E402
-from reconcile.core import rollout, rolloutcheck  # noqa: E402
+from reconcile.core import rollout  # noqa: E402
+from reconcile.core.rollout import check as rolloutcheck
 
 OVERRIDDEN = "machineconfiguration.openshift.io/os-image-url-overridden"
 

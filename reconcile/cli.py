@@ -196,17 +196,13 @@ def _planner(cluster, args, now: datetime):
     """Read the cluster and make the planner of what was read: (observed, planner). A failed read
     here or while planning is fatal (exit 3), as nothing can be planned without it."""
     from reconcile.cluster import observe
+    from reconcile.cluster.planner import Planner, RegistryAccess
     ca = _registry_ca(args)                                                     # before reading anything
     with _reading():
         seen = observe.observe(cluster, args.namespace)
-    planner = observe.Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1))
-    if not args.snapshot:       # a snapshot is a simulation: reuse and pruning never ask a registry
-        from reconcile.cluster import registry
-        planner.registry_client = registry.Client(planner.push_auths, getattr(cluster, "deadline", None),
-                                                  ca_file=ca)
-        planner.base_client = registry.Client(planner.pull_auths, getattr(cluster, "deadline", None),
-                                              ca_file=ca)
-    return seen, planner
+    # a snapshot is a simulation: reuse and pruning never ask a registry
+    access = None if args.snapshot else RegistryAccess(getattr(cluster, "deadline", None), ca)
+    return seen, Planner(cluster, seen, now, args.pool, getattr(args, "keep_images", -1), access)
 
 
 def _registry_ca(args) -> str | None:
@@ -229,123 +225,89 @@ def _unreadable(err: object) -> Fatal:
     return Fatal(f"cannot read the cluster: {err}")
 
 
-def _notices(cluster, args, seen, plans, result=None) -> None:
-    """Said once a command: images recorded that reach no node, builds of an install elsewhere.
-    With `result` (run, after its writes), a failed read ends the run as one while planning does:
-    after the summary and metrics of what was done."""
-    from reconcile.cluster import ClusterError, observe
-    stranded = observe.stranded(seen.pools, plans) if observe.annotation_only(seen.settings) else []
-    import logging
-    try:
-        notices = (observe.annotation_notice(cluster, stranded),
-                   observe.moved_notice(seen.pools, args.namespace))
-    except ClusterError as err:
-        if result is None:
-            raise _unreadable(err) from None
-        result.unread = str(err)
-        return
-    for notice in notices:
-        if notice:
-            logging.getLogger("reconcile").warning("%s", notice)
-
-
-def _found_strays(seen) -> list:
-    """With `rollout: machineconfig`: MachineConfigs named like ours that we did not write, from what
-    the command read (core/rollout.py `strays`); said by run, diff, explain and preflight."""
-    from reconcile.cluster import observe
-    from reconcile.core import rollout
-    if not observe._rollout(seen.settings):
-        return []
-    return rollout.strays(seen.pools, seen.owned, seen.settings.repo, seen.named)
-
-
-def _strays(cluster, seen, now: datetime) -> int:
-    """run: a warning line for each stray, and a Warning Event on the pool it names (once: the
-    Event's name is keyed on the MachineConfig's uid). Returns how many."""
-    import logging
-
-    from reconcile.cluster import AlreadyExists, ClusterError
-    from reconcile.contract import objects
-    from reconcile.core import events
-    found = _found_strays(seen)
-    pools = {objects.name(p): p for p in seen.pools}
-    log = logging.getLogger("reconcile")
-    for stray in found:
-        log.warning("%s", stray.line())
-        pool = pools.get(stray.pool)
-        if pool is None:
-            continue
-        try:
-            cluster.create(events.notice(pool, "StrayMachineConfig", stray.line(),
-                                         f"{stray.name}={stray.uid}", now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                         kind="Warning"))
-        except AlreadyExists:
-            pass                                # told already
-        except ClusterError as err:
-            log.warning("could not tell pool %s of stray MachineConfig %s: %s", objects.name(pool),
-                        stray.name, err)
-    return len(found)
-
-
 def _observe(cluster, args, now: datetime):
-    """Read the cluster and plan every pool at once (diff, render, explain)."""
+    """Read the cluster and plan every pool at once (diff, render, explain); the notices of what
+    was read (cluster/notices.py)."""
+    from reconcile.cluster import ClusterError, notices
     seen, planner = _planner(cluster, args, now)
     with _reading():
         plans = planner.plan()
-    _notices(cluster, args, seen, plans)
+    try:
+        notices.say(cluster, seen, plans)
+    except ClusterError as err:
+        raise _unreadable(err) from None
     return seen, planner, plans
 
 
 def cmd_run(args, now: datetime) -> int:
+    """Under the Lease, plan and carry out every pool; then the summary, the metrics and the
+    snapshot of what was done (a read that failed after some pools were carried out ends it there)."""
     import logging
+    import time
 
-    from reconcile.cluster import ClusterError, apply, lease, snapshot
+    from reconcile.cluster import lease
     if args.write_snapshot and not args.snapshot:
         raise Fatal("--write-snapshot needs --snapshot")
-    import time
     started = time.monotonic()
     cluster = _cluster(args, now)
-    try:
-        held = lease.acquire(cluster, args.namespace, lease.holder_identity(),
-                             int(args.timeout) + 60, now)
-    except ClusterError as err:
-        raise Fatal(f"cannot take Lease {args.namespace}/{lease.NAME}: {err}") from None
+    held = _take_lease(cluster, args, now)
     if held is None:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
-    try:
-        seen, planner = _planner(cluster, args, now)
-        with _reading():    # one pool at a time: planned, carried out, and what it needed dropped
-            result = apply.execute(cluster, planner.each(), now, planner, planner.registry_client,
-                                   planner.prune)
-        if not result.unread:       # a notice reads too: after a failed read, the summary comes first
-            _notices(cluster, args, seen, [o.plan for o in result.outcomes], result)
-        strays = _strays(cluster, seen, now)
-    finally:
-        try:
-            lease.release(cluster, held)
-        except ClusterError as err:
-            logging.getLogger("reconcile").warning("could not release the Lease: %s", err)
+    with lease.releasing(cluster, held):
+        seen, result, strays = _reconcile(cluster, args, now)
     seconds = time.monotonic() - started
     logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds,
                                                              getattr(cluster, "bytes_read", None)))
-    if args.metrics_file or args.pushgateway:
-        from reconcile.output import metrics
-        registry = metrics.collect(result, getattr(cluster, "outcomes", {}), seconds,
-                                   metrics.build_durations(result.outcomes, seen.owned, now), now,
-                                   metrics.rollouts(seen.pools, seen.owned, [o.plan for o in result.outcomes
-                                                                             if not o.error]),
-                                   strays)
-        for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
-            logging.getLogger("reconcile").warning("%s", problem)
-    if args.write_snapshot:
-        try:
-            snapshot.write(args.write_snapshot, cluster.items())
-        except OSError as err:
-            raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
+    _metrics(cluster, args, seen, result, seconds, strays, now)
+    _write_snapshot(cluster, args)
     if result.unread:           # after the summary, the metrics and the snapshot of what was done
         raise _unreadable(result.unread)
     return EXIT_BLOCKED if result.failed else EXIT_OK
+
+
+def _take_lease(cluster, args, now: datetime):
+    """The Lease of this run (cluster/lease.py), or None when another run holds it."""
+    from reconcile.cluster import ClusterError, lease
+    try:
+        return lease.acquire(cluster, args.namespace, lease.holder_identity(), int(args.timeout) + 60, now)
+    except ClusterError as err:
+        raise Fatal(f"cannot take Lease {args.namespace}/{lease.NAME}: {err}") from None
+
+
+def _reconcile(cluster, args, now: datetime):
+    """One pool at a time, planned, carried out, and what it needed dropped (cluster/apply.py
+    `run_pass`); then what run says of what it read (cluster/notices.py `after_run`):
+    (observed, result, strays)."""
+    from reconcile.cluster import apply, notices
+    seen, planner = _planner(cluster, args, now)
+    with _reading():
+        result = apply.run_pass(cluster, planner, now)
+    return seen, result, notices.after_run(cluster, seen, result, now)
+
+
+def _metrics(cluster, args, seen, result, seconds: float, strays: int, now: datetime) -> None:
+    """--metrics-file, --pushgateway: the run's metrics (output/metrics.py); a failure is a warning."""
+    if not (args.metrics_file or args.pushgateway):
+        return
+    import logging
+
+    from reconcile.output import metrics
+    registry = metrics.of_run(result, getattr(cluster, "outcomes", {}), seconds, seen.pools, seen.owned, now,
+                              strays)
+    for problem in metrics.export(registry, args.metrics_file, args.pushgateway):
+        logging.getLogger("reconcile").warning("%s", problem)
+
+
+def _write_snapshot(cluster, args) -> None:
+    """--write-snapshot: the resulting cluster (cluster/snapshot.py)."""
+    if not args.write_snapshot:
+        return
+    from reconcile.cluster import snapshot
+    try:
+        snapshot.write(args.write_snapshot, cluster.items())
+    except OSError as err:
+        raise Fatal(f"cannot write snapshot {args.write_snapshot}: {err.strerror}") from None
 
 
 def cmd_diff(args, now: datetime) -> int:
@@ -353,10 +315,11 @@ def cmd_diff(args, now: datetime) -> int:
     json), the exit code the plan's (kubectl diff: 1 means differences)."""
     import logging
 
+    from reconcile.cluster import notices
     from reconcile.diff import view
     cluster = _cluster(args, now)
     seen, _, plans = _observe(cluster, args, now)
-    strays = _found_strays(seen)
+    strays = notices.found_strays(seen)
     for stray in strays:
         logging.getLogger("reconcile").warning("%s", stray.line())
     changed = EXIT_CHANGES if any(p.actions for p in plans) else EXIT_OK
@@ -382,8 +345,8 @@ def cmd_render(args, now: datetime) -> int:
     _, planner, plans = _observe(cluster, args, now)
     pairs = [(planner.decided[p.pool], p) for p in plans]
     try:
-        planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept(d, p)[1])
-        objs, problems, notes = manifests.render(pairs, planner.machineconfigs.get, planner.material)
+        planner.read(d.inputs.rendered_config for d, p in pairs if manifests.kept_objects(d, p)[1])
+        objs, problems, notes = manifests.wanted_objects(pairs, planner.machineconfigs.get, planner.material)
     except ClusterError as err:
         raise _unreadable(err) from None
     sys.stdout.write(yamlio.dump_all(objs) if objs else "")
@@ -402,7 +365,7 @@ def cmd_status(args, now: datetime) -> int:
         pools = cluster.list("MachineConfigPool", None)
     except ClusterError as err:
         raise _unreadable(err) from None
-    from reconcile.cluster import observe
+    from reconcile.cluster import notices, observe
     try:        # a token without `list machineconfigs` (no rollout Component) shows no rollout, no strays
         from reconcile.contract import naming
         mcs = cluster.list("MachineConfig", None, naming.SELECTOR)
@@ -410,12 +373,12 @@ def cmd_status(args, now: datetime) -> int:
     except ClusterError:
         mcs, named = [], []
     try:
-        notice = observe.annotation_notice(cluster, observe.stranded(pools, machineconfigs=mcs))
+        notice = notices.annotation_notice(cluster, notices.stranded(pools, machineconfigs=mcs))
     except ClusterError:
         notice = None
     if notice:
         print(f"warning: {notice}", file=sys.stderr)
-    strays = status.strays(pools, mcs, named, args.pool)
+    strays = status.stray_lines(pools, mcs, named, args.pool)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
     if not status.rows(pools, now, mcs):            # as kubectl's "No resources found": on stderr
@@ -425,7 +388,7 @@ def cmd_status(args, now: datetime) -> int:
               f"opt one in: oc label mcp/worker {A.LAYERING_LABEL}=",
               file=sys.stderr)
     else:
-        sys.stdout.write(status.table(pools, now, mcs, wide=args.output == "wide"))
+        sys.stdout.write(status.text(pools, now, mcs, wide=args.output == "wide"))
         sys.stdout.flush()                          # the warnings come after the table
     for line in strays:
         print(f"warning: {line}", file=sys.stderr)
@@ -433,6 +396,7 @@ def cmd_status(args, now: datetime) -> int:
 
 
 def cmd_explain(args, now: datetime) -> int:
+    from reconcile.cluster import notices
     from reconcile.contract import objects
     from reconcile.core import rollout
     from reconcile.output import explain
@@ -446,7 +410,8 @@ def cmd_explain(args, now: datetime) -> int:
         print(f"error: no MachineConfigPool {args.pool_name} (and nothing of ours labelled for it)",
               file=sys.stderr)
         return EXIT_BLOCKED
-    strays = [s for s in _found_strays(seen) if args.pool_name in (s.pool, s.name[len(rollout.PREFIX):])]
+    strays = [s for s in notices.found_strays(seen)
+              if args.pool_name in (s.pool, s.name[len(rollout.PREFIX):])]
     report = explain.explain(args.pool_name, pool, decision, plan, args.namespace, seen.pools, strays)
     sys.stdout.write(explain.as_json(report) if args.output == "json" else explain.text(report))
     return EXIT_OK
@@ -459,16 +424,15 @@ def cmd_preflight(args, now: datetime) -> int:
               file=sys.stderr)
         return EXIT_BLOCKED
     from reconcile.cluster import ClusterError
-    from reconcile.cluster import preflight as read
-    from reconcile.output import preflight
+    from reconcile.preflight import checklist, read, report
     ca = _registry_ca(args)
     cluster = _cluster(args, now)
     try:                        # only an unreachable server or refused credentials get here
-        results = preflight.checks(read.gather(cluster, args.namespace, ca, now))
+        results = checklist.checks(read.gather(cluster, args.namespace, ca, now))
     except ClusterError as err:
         raise _unreadable(err) from None
-    sys.stdout.write(preflight.as_json(results) if args.output == "json" else preflight.text(results))
-    return preflight.exit_code(results)
+    sys.stdout.write(report.as_json(results) if args.output == "json" else report.text(results))
+    return report.exit_code(results)
 
 
 COMMANDS = {"run": cmd_run, "diff": cmd_diff, "render": cmd_render, "status": cmd_status,

@@ -1,6 +1,7 @@
 """The shell that talks to a cluster: the live API (`live`) or an in-memory one loaded from a
 snapshot (`memory`), behind one protocol that returns plain dicts and raises the errors below; and
-the shell around them: one read (`observe`), one executor (`apply`), the single-run guard (`lease`)."""
+the shell around them: one read (`observe`), the planner of what was read (`planner`), one
+executor (`apply`), what a command says of what it read (`notices`), the single-run guard (`lease`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ run) a prune only says what it would delete."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -33,8 +33,9 @@ from reconcile.cluster import (
     registry,
 )
 from reconcile.contract import admission, naming, objects
-from reconcile.core import actions_table, decision, images, mcolabel, storage
+from reconcile.core import decision, images, mcolabel, storage
 from reconcile.core.actions import Action, PoolPlan, WarningNote, carried_out
+from reconcile.core.actions import table as actions_table
 from reconcile.diff import view
 
 log = logging.getLogger("reconcile")
@@ -42,6 +43,17 @@ log = logging.getLogger("reconcile")
 
 class Replanner(Protocol):
     def replan(self, pool_name: str) -> PoolPlan | None: ...
+
+
+class Planning(Replanner, Protocol):
+    """What run's pass needs of its planner (cluster/planner.py), in one form: the plans made one
+    at a time, a pool re-planned after a conflict, the image prunes once all are made, and the
+    registry that deletes them (None: a snapshot run, which only says what it would delete)."""
+    registry_client: registry.Client | None
+
+    def each(self) -> Iterator[PoolPlan]: ...
+
+    def prune(self, plans: list[PoolPlan]) -> list[PoolPlan]: ...
 
 
 @dataclass
@@ -274,6 +286,12 @@ def execute(cluster: Cluster, plans: Iterable[PoolPlan], now: datetime,
         except ClusterError as err:     # what pruning reads (the nodes) after the pools' writes
             result.unread = str(err)
     return result
+
+
+def run_pass(cluster: Cluster, planning: Planning, now: datetime) -> RunResult:
+    """run's pass: one pool at a time, planned, carried out, and what it needed dropped before the
+    next is planned; the image prunes last."""
+    return execute(cluster, planning.each(), now, planning, planning.registry_client, planning.prune)
 
 
 def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: datetime,

@@ -4,14 +4,16 @@ laptop run; the Lease does. Taken by create, or by compare-and-swap over an expi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconcile.cluster import AlreadyExists, Cluster, Conflict, NotFound
+from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, NotFound
 from reconcile.contract import naming, objects
 
 NAME = "ocl-reconciler"
@@ -22,7 +24,7 @@ def _micro(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Unreadable(ValueError):
+class BadTime(ValueError):
     """A Lease time that is not an RFC 3339 time: nobody can tell whether it expired."""
 
 
@@ -33,7 +35,7 @@ def _parse(text: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise Unreadable(text) from None
+        raise BadTime(text) from None
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
@@ -72,7 +74,7 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
         return live
     try:
         until = expires(live)
-    except Unreadable as err:       # a time we cannot read is never taken for an expired one
+    except BadTime as err:       # a time we cannot read is never taken for an expired one
         log.warning("Lease %s/%s has a time that cannot be read (%r): not taken over; skipped",
                     namespace, NAME, str(err))
         return None
@@ -99,3 +101,16 @@ def release(cluster: Cluster, lease: dict[str, Any]) -> None:
         cluster.delete("Lease", objects.namespace(lease), NAME, objects.meta(lease).get("uid"))
     except (NotFound, Conflict):
         pass                                              # expired and taken over: not ours now
+
+
+@contextlib.contextmanager
+def releasing(cluster: Cluster, lease: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Hold the Lease taken for the block, and release it after (a failure to release is a
+    warning: the Lease expires)."""
+    try:
+        yield lease
+    finally:
+        try:
+            release(cluster, lease)
+        except ClusterError as err:
+            log.warning("could not release the Lease: %s", err)

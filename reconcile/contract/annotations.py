@@ -7,76 +7,76 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-PREFIX = "ocl-reconciler.io/"
-STATE = PREFIX + "state"
-RENDERED = PREFIX + "rendered-config"
-BUILD = PREFIX + "build"
-MESSAGE = PREFIX + "message"
-TRANSITION = PREFIX + "transition-time"
-BUILT_CONFIG = PREFIX + "built-config"
-REBUILD = PREFIX + "rebuild"
-REBUILD_HANDLED = PREFIX + "rebuild-handled"
-ATTEMPT = PREFIX + "attempt"
+KEY_PREFIX = "ocl-reconciler.io/"
+STATE = KEY_PREFIX + "state"
+RENDERED = KEY_PREFIX + "rendered-config"
+BUILD = KEY_PREFIX + "build"
+MESSAGE = KEY_PREFIX + "message"
+TRANSITION = KEY_PREFIX + "transition-time"
+BUILT_CONFIG = KEY_PREFIX + "built-config"
+REBUILD = KEY_PREFIX + "rebuild"
+REBUILD_HANDLED = KEY_PREFIX + "rebuild-handled"
+ATTEMPT = KEY_PREFIX + "attempt"
 #: `<rendered config>=<digest>`: the image content (imagebuild/imagecontent.py) of the rendered config
 #: the state is about, so a steady run never reads the MachineConfig to know it
-CONTENT = PREFIX + "content"
+CONTENT = KEY_PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
 #: steady run need not list the nodes (imagebuild/clusterfacts.py)
-ARCH = PREFIX + "arch"
+ARCH = KEY_PREFIX + "arch"
 #: the OS stream the current build is of (imagebuild/osstream.py: the pool's own, a custom pool's
 #: inherited from worker, or the default; "" where the cluster lists none)
-OS_STREAM = PREFIX + "os-stream"
+OS_STREAM = KEY_PREFIX + "os-stream"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
-BUILDER_IMAGE = PREFIX + "builder-image"
+BUILDER_IMAGE = KEY_PREFIX + "builder-image"
 #: on a build object: its disk figures and where they came from (imagebuild/disk.py), said again
 #: when it runs out of disk space (imagebuild/diskspace.py)
-DISK = PREFIX + "disk"
+DISK = KEY_PREFIX + "disk"
 #: on the pool and its build Pod: the storage its builds keep images in, `PersistentVolumeClaim/<name>`
 #: (buildStorage: persistent), or `emptyDir: <why>` where persistent storage was asked for and
 #: cannot be had (core/storage.py); absent with buildStorage: emptyDir
-BUILD_STORAGE = PREFIX + "build-storage"
+BUILD_STORAGE = KEY_PREFIX + "build-storage"
 #: with `rollout: machineconfig`: `<rendered config>=<image>`, the osImageURL the pool's rendered
-#: config (`spec.configuration.name`) held when a run last read it (core/rolloutcheck.py), so a
+#: config (`spec.configuration.name`) held when a run last read it (core/rollout/check.py), so a
 #: steady run reads no MachineConfig to know it
-ROLLOUT = PREFIX + "rollout"
+ROLLOUT = KEY_PREFIX + "rollout"
 #: written with ROLLOUT when that image is not ours: the MachineConfig whose osImageURL won (absent
 #: otherwise); a key of its own so that Argo CD's health check, which has no string functions, can
 #: see it
-OVERRIDDEN_BY = PREFIX + "rollout-overridden-by"
+OVERRIDDEN_BY = KEY_PREFIX + "rollout-overridden-by"
 #: `<what the machine-config daemon does>` (imagebuild/livechange.py: "reload crio.service", "none"):
 #: the pool's current rendered config differs from the one its image was built from (BUILT_CONFIG)
 #: only in what the nodes take live, so no image was built for it; removed by the next build
-LIVE = PREFIX + "live"
+LIVE = KEY_PREFIX + "live"
 #: with LIVE: the image content digest of BUILT_CONFIG, so a run can tell, without reading it, that
 #: the recorded build is still the one the current inputs (settings, Dockerfile, rebuild token) make
-BUILT_CONTENT = PREFIX + "built-content"
-IMAGES = PREFIX + "images"            # digested images of this pool's builds, newest first
+BUILT_CONTENT = KEY_PREFIX + "built-content"
+IMAGES = KEY_PREFIX + "images"            # digested images of this pool's builds, newest first
 #: why the last run could not delete images of the history from the registry (kept there, tried
 #: again by the next run); removed once a prune of the pool goes through
-PRUNE_ERROR = PREFIX + "prune-error"
+PRUNE_ERROR = KEY_PREFIX + "prune-error"
 #: At most this many images are remembered (annotations share 256 KiB per object).
 IMAGES_LIMIT = 50
 #: A build that fails for a transient reason is tried again, up to this many attempts in all.
 MAX_ATTEMPTS = 3
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 
-#: The rollout gate's record on the pool (core/hold.py): `held` (we paused it), `rolling` (we let it
+#: The rollout gate's record on the pool (core/rollout/hold.py): `held` (we paused it), `rolling` (we let it
 #: roll out a config that carries its image), `released` (a failed build or holdTimeout released
 #: it), `admin` (someone unpaused it while we held it: not paused again until this key is removed);
 #: for which rendered config, since when, and why a release happened.
-GATE = PREFIX + "gate"
-GATE_CONFIG = PREFIX + "gate-config"
-GATE_SINCE = PREFIX + "gate-since"
-GATE_REASON = PREFIX + "gate-reason"
+GATE = KEY_PREFIX + "gate"
+GATE_CONFIG = KEY_PREFIX + "gate-config"
+GATE_SINCE = KEY_PREFIX + "gate-since"
+GATE_REASON = KEY_PREFIX + "gate-reason"
 
 #: Opt-in label on the pool (presence only; any value).
-LAYERING_LABEL = PREFIX + "layering-enabled"
+LAYERING_LABEL = KEY_PREFIX + "layering-enabled"
 #: The MCO's own layering switch, our opt-in before: a pool carrying it is reported, not built
 #: (core/mcolabel.py).
 MCO_LAYERING_LABEL = "machineconfiguration.openshift.io/layering-enabled"
 #: On a pool carrying MCO_LAYERING_LABEL: what it does there (core/mcolabel.py), as last said; the
 #: Event says it when this changes. Removed once the pool carries our label alone.
-MCO_LABEL = PREFIX + "mco-label"
+MCO_LABEL = KEY_PREFIX + "mco-label"
 
 PENDING, BUILDING, SUCCEEDED, FAILED, BLOCKED = "Pending", "Building", "Succeeded", "Failed", "Blocked"
 #: The states this version writes.
@@ -88,7 +88,7 @@ INTERRUPTED = "Interrupted"
 def owned(key: str) -> bool:
     """Keys removed on opt-out: every `ocl-reconciler.io/*` key (a pending rebuild request too:
     opting out forgets the pool) and the image annotation."""
-    return key.startswith(PREFIX) or key == IMAGE
+    return key.startswith(KEY_PREFIX) or key == IMAGE
 
 
 def content(rendered_config: str, digest: str) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 #: Our own namespace (docs/namespace.md): never the MCO's, where our token would
 #: mean much more than we use.
 DEFAULT_NAMESPACE = "ocl-reconciler"
+#: The MCO's two standard pools, named after their nodes' roles.
+MASTER, WORKER = "master", "worker"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 #: On every ConfigMap and Secret we create (all `immutable: true`): a hash of its content, so that
 #: metadata alone says whether it is the one wanted. One whose hash differs is replaced.
@@ -50,11 +52,11 @@ def pool_label(pool: str) -> str:
     return f"{pool[:52].rstrip('-._')}-{digest}"
 
 
-def labels(pool: str, bid: str) -> dict[str, str]:
+def our_labels(pool: str, bid: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, POOL_LABEL: pool_label(pool), BUILD_ID_LABEL: bid}
 
 
-def annotations(rendered_config: str, wave: int) -> dict[str, str]:
+def our_annotations(rendered_config: str, wave: int) -> dict[str, str]:
     """On everything we create: the rendered config it is for, and what Argo CD needs when it
     renders us as a Config Management Plugin: inputs (wave 0) before the build (wave 1), not part
     of the app's sync status, never pruned by Argo CD (we clean up our own objects)."""
@@ -66,7 +68,7 @@ def annotations(rendered_config: str, wave: int) -> dict[str, str]:
 
 def owner_reference(pool: Mapping[str, Any], controller: bool = True) -> dict[str, Any]:
     """`controller` False for a MachineConfig: the render controller enqueues only the controller
-    owner of a MachineConfig that has one (core/rollout.py)."""
+    owner of a MachineConfig that has one (core/rollout/)."""
     md = pool.get("metadata") or {}
     return {
         "apiVersion": pool.get("apiVersion", "machineconfiguration.openshift.io/v1"),

@@ -26,7 +26,7 @@ class Carried:
     legacy_ref: bool
 
 
-def observe(ann: Mapping[str, str], builder: Builder, settings: Settings, inp: desired.BuildInputs,
+def carried(ann: Mapping[str, str], builder: Builder, settings: Settings, inp: desired.BuildInputs,
             ref: str) -> Carried:
     """What the pool's annotations `ann` say about the build `ref` of the inputs `inp`."""
     # an earlier version's record (it wrote no architecture) under an id it gave these inputs, or
@@ -50,7 +50,7 @@ def moved_from(ann: Mapping[str, str], namespace: str) -> str:
     return parts[1] if len(parts) == 3 and parts[1] != namespace else ""
 
 
-def kept(ann: Mapping[str, str], namespace: str, image: str, build_id: str) -> str:
+def why_kept(ann: Mapping[str, str], namespace: str, image: str, build_id: str) -> str:
     """EQUIVALENT on an earlier record (`legacy_ref`): why its image is kept."""
     if moved_from(ann, namespace):
         return (f"kept {image}: an install of ocl-reconciler in {moved_from(ann, namespace)} "

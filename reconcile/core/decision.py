@@ -13,7 +13,8 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, rolloutcheck, storage
+from reconcile.core import carryforward, desired, images, mcolabel, rollout, storage
+from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
 from reconcile.imagebuild import builders, clusterfacts, disk, disruption, imagecontent, livechange
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
@@ -172,7 +173,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
         inp = desired.inputs(settings, pool, content_of(pool, machineconfigs or {}), facts)
     except desired.Blocked as err:
         return Decision(Transition.BLOCKED, name, pool, problem=str(err))
-    why = rollout.problem(view, pool) if view is not None else None
+    why = rollout.blocker(view, pool) if view is not None else None
     if why:
         return Decision(Transition.BLOCKED, name, pool, problem=why)
     ann = objects.annotations(pool)
@@ -186,7 +187,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                       and objects.name(o) == desired.build_name(inp, attempt)), None)
     status = builder.read_status(build_obj, now) if build_obj is not None else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
-    carried = carryforward.observe(ann, builder, settings, inp, ref)       # earlier records counted
+    carried = carryforward.carried(ann, builder, settings, inp, ref)       # earlier records counted
     observed = Observation(recorded=ann.get(A.STATE), at_ref=carried.at_ref,
                            has_image=bool(ann.get(A.IMAGE)), build=status,
                            attempts_left=attempt < A.MAX_ATTEMPTS,

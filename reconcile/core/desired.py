@@ -273,8 +273,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                       f"({raw} bytes of JSON) exceeds the ceiling of {encoding.CEILING} bytes "
                       f"({-(-encoding.CEILING // encoding.PART_SIZE)} ConfigMaps)")
     n = names(inp)
-    common = dict(namespace=settings.namespace, labels=naming.labels(inp.pool, inp.build_id),
-                  annotations=naming.annotations(inp.rendered_config, wave=0),
+    common = dict(namespace=settings.namespace, labels=naming.our_labels(inp.pool, inp.build_id),
+                  annotations=naming.our_annotations(inp.rendered_config, wave=0),
                   owner=naming.owner_reference(pool))
     proxy_name = naming.object_name("proxy", inp.pool, inp.build_id)
     inputs, trust = _with_trust_bundle(inp, build_inputs(builder, material, proxy_name), material, common)
@@ -298,7 +298,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
     secrets = [s for s in (_auth_secret(n.pull_auth, inp.pull_secret, "pull", material, common),
                            _auth_secret(n.push_auth, inp.push_secret, "push", material, common)) if s]
     own = {s["metadata"]["name"] for s in secrets}
-    build_annotations = dict(naming.annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)},
+    build_annotations = dict(naming.our_annotations(inp.rendered_config, wave=1), **{A.ATTEMPT: str(attempt)},
                              **({A.BUILDER_IMAGE: inp.builder_image} if inp.builder_image else {}),
                              **({A.DISK: placement.disk.figures} if placement.disk.figures else {}),
                              **({A.BUILD_STORAGE: placement.record} if placement.record else {}))

@@ -7,16 +7,16 @@ import from where each name lives:
 - core/decision.py: which pools a run decides (`in_scope`) and, for each, its `Decision`;
 - core/carryforward.py: records that earlier versions and installs wrote (legacy build ids, the
   move out of the MCO's namespace), as the `Observation` sees them;
-- core/actions_table.py: a transition -> its actions (`ACTIONS`, `act`, `plan_cluster`), one
-  function each in core/actions_build.py and core/actions_pool.py, on the `Step` of
-  core/actions_step.py.
+- core/actions/table.py: a transition -> its actions (`ACTIONS`, `act`, `plan_cluster`), one
+  function each in core/actions/buildrows.py and core/actions/poolrows.py, on the `Step` of
+  core/actions/step.py.
 """
 
 from __future__ import annotations
 
-from reconcile.core.actions_build import not_reused
-from reconcile.core.actions_step import rfc3339
-from reconcile.core.actions_table import ACTIONS, act, blocked, plan_cluster
+from reconcile.core.actions.buildrows import not_reused
+from reconcile.core.actions.step import rfc3339
+from reconcile.core.actions.table import ACTIONS, act, blocked, plan_cluster
 from reconcile.core.carryforward import moved_from
 from reconcile.core.decision import (
                                      MISSING,

@@ -111,7 +111,7 @@ def claim_of(obj: Mapping[str, Any] | None) -> str:
     return ""
 
 
-def recorded(ann: Mapping[str, str]) -> str:
+def recorded_claim(ann: Mapping[str, str]) -> str:
     """The volume the pool's record names ("": none)."""
     value = ann.get(A.BUILD_STORAGE) or ""
     return value[len(RECORDED):] if value.startswith(RECORDED) else ""
@@ -172,7 +172,7 @@ def _size(obj: Mapping[str, Any]) -> float:
     return settings.amount(wanted) if settings.QUANTITY.match(wanted) else 0.0     # none: fits no known size
 
 
-def name(pool: str, storage_class: str, size: str, builder_image: str) -> str:
+def claim_name(pool: str, storage_class: str, size: str, builder_image: str) -> str:
     return naming.object_name("storage", pool, naming.build_id(
         {"class": storage_class, "size": size, "builder": builder_image})[:10])
 
@@ -222,7 +222,7 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
     use, why = storage_class(found, classes)
     from_record = use is None
     if from_record:         # the recorded volume, if it still fits; never a new one of its class
-        kept = [v for v in trusted if objects.name(v) == recorded(objects.annotations(d.pool))
+        kept = [v for v in trusted if objects.name(v) == recorded_claim(objects.annotations(d.pool))
                 and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
@@ -233,8 +233,8 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
             and objects.spec(v).get("storageClassName") == use
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
-    wanted = name(inp.pool, use, want.volume, inp.builder_image)
-    chosen = max(fits, key=lambda v: (objects.name(v) == recorded(objects.annotations(d.pool)),
+    wanted = claim_name(inp.pool, use, want.volume, inp.builder_image)
+    chosen = max(fits, key=lambda v: (objects.name(v) == recorded_claim(objects.annotations(d.pool)),
                                       objects.name(v) == wanted, _size(v)), default=None)
     if chosen is None and from_record:      # kept for a later build, the record as it is
         return Placement(empty, note=WarningNote(
@@ -263,7 +263,7 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
 def _argocd() -> dict[str, str]:
     """Argo CD's annotations of our objects (contract/naming.py), without the rendered config: the
     volume outlives builds."""
-    return {k: v for k, v in naming.annotations("", 0).items() if k.startswith("argocd.argoproj.io/")}
+    return {k: v for k, v in naming.our_annotations("", 0).items() if k.startswith("argocd.argoproj.io/")}
 
 
 def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:

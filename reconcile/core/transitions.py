@@ -1,5 +1,5 @@
 """The lifecycle table of docs/contract.md, row by row, and `decide`: what was observed about a pool ->
-one transition, one `match`. Pure and alone: what a pool's transition does is core/actions_table.py,
+one transition, one `match`. Pure and alone: what a pool's transition does is core/actions/table.py,
 how the observation is gathered core/decision.py. tests/unit/test_lifecycle_unit.py checks `Transition`
 against docs/contract.md's table.
 """

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from reconcile.contract import objects, yamlio
-from reconcile.core import normalize
 from reconcile.core.actions import Action, PoolPlan
-from reconcile.diff import masking
+from reconcile.diff import masking, normalize
 
 LONG_VALUE = 4096
 #: Lists whose order means nothing to Kubernetes: compared as sets in the change summary.
@@ -216,7 +215,7 @@ def _masked_ops(action: Action) -> list[dict[str, Any]]:
 
 def as_json(plans: Iterable[PoolPlan], strays: Iterable[Any] = ()) -> str:
     """The plan for scripts: per pool the state change and the ordered writes (JSON patches for
-    patches, the object for creates); Secret values masked. `strays` (core/rollout.py `Stray`):
+    patches, the object for creates); Secret values masked. `strays` (core/rollout/ `Stray`):
     MachineConfigs named like ours we did not write, not changes of the plan."""
     plans = list(plans)
     out: dict[str, Any] = {"summary": summary(plans), "pools": [],

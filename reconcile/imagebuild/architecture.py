@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconcile.contract import objects, selector
+from reconcile.contract.naming import MASTER, WORKER
 
 #: The label the kubelet sets on every node (kubernetes.io/arch, a GOARCH value).
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
-MASTER, WORKER = "master", "worker"
 
 
 class Mixed(ValueError):

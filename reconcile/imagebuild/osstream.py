@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconcile.contract.naming import MASTER, WORKER
+
 KIND = "OSImageStream"
 NAME = "cluster"
 
@@ -43,7 +45,7 @@ class Stream:
     extensions_image: str
 
 
-def named(pool: Mapping[str, Any]) -> str:
+def named_by(pool: Mapping[str, Any]) -> str:
     """The OS stream the pool names (`spec.osImageStream.name`), or ""."""
     chosen = (pool.get("spec") or {}).get("osImageStream")
     return str(chosen.get("name") or "") if isinstance(chosen, Mapping) else ""
@@ -61,19 +63,18 @@ def default(singleton: Mapping[str, Any] | None) -> str:
 
 
 #: `GetEffectiveOSImageStreamName`: the pools that never inherit worker's stream
-STANDARD_POOLS = ("worker", "master")
-WORKER = "worker"
+STANDARD_POOLS = (WORKER, MASTER)
 
 
 def effective(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]] = ()) -> tuple[str, str]:
     """(the stream name the render controller takes for the pool, whose it is): the pool's own, else
     for a custom pool worker's ("worker"), else "" (the default stream)."""
-    own = named(pool)
+    own = named_by(pool)
     name = str((pool.get("metadata") or {}).get("name", ""))
     if own or name in STANDARD_POOLS:
         return own, name if own else ""
     worker = next((p for p in pools if (p.get("metadata") or {}).get("name") == WORKER), None)
-    inherited = named(worker) if worker is not None else ""
+    inherited = named_by(worker) if worker is not None else ""
     return inherited, WORKER if inherited else ""
 
 

@@ -26,11 +26,11 @@ BUILDER_TYPES = (CUSTOM_POD_BUILDER, OPENSHIFT_IMAGE_BUILDER)
 #: How a built image reaches the nodes (key `rollout`). `annotation`, the default, only records it
 #: on the pool (what earlier versions did, so upgrading never starts reboots by itself);
 #: `machineconfig` also writes a MachineConfig holding only `spec.osImageURL`, which the MCO
-#: renders and rolls out (core/rollout.py).
+#: renders and rolls out (core/rollout/).
 ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG = "annotation", "machineconfig"
 ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
 #: With `rollout: machineconfig`, whether the reconciler keeps each pool it builds paused until the
-#: pool renders a config whose image content its image carries (key `rolloutGate`, core/hold.py):
+#: pool renders a config whose image content its image carries (key `rolloutGate`, core/rollout/hold.py):
 #: `hold`, the default, one disruption per change; `none`, the MCO rolls each rendered config out
 #: at once (new files on the old image first, then the image).
 GATE_HOLD, GATE_NONE = "hold", "none"

@@ -1,1 +1,1 @@
-"""What a run says: the status table, rendered manifests, metrics, logs."""
+"""What a run says: the status table, rendered manifests, explain, metrics, logs."""

@@ -14,18 +14,11 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import (
-    actions_build,
-    decision,
-    desired,
-    hold,
-    images,
-    mcolabel,
-    rollout,
-    rolloutcheck,
-    transitions,
-)
+from reconcile.core import decision, desired, images, mcolabel, rollout, transitions
 from reconcile.core.actions import PoolPlan
+from reconcile.core.actions import buildrows as actions_build
+from reconcile.core.rollout import check as rolloutcheck
+from reconcile.core.rollout import hold
 from reconcile.diff import view
 from reconcile.imagebuild import osstream, templates
 
@@ -223,7 +216,7 @@ def _stream(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
 
 
 def _gate(pool: Mapping[str, Any] | None, plan: PoolPlan | None) -> dict[str, Any] | None:
-    """What the rollout gate holds of the pool and does this run (core/hold.py), None without one."""
+    """What the rollout gate holds of the pool and does this run (core/rollout/hold.py), None without one."""
     if pool is None or plan is None or not plan.hold or plan.hold == hold.Move.NOTHING.name:
         return None
     ann = objects.annotations(pool)

@@ -28,7 +28,8 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return obj.get("kind", ""), objects.name(obj)
 
 
-def kept(d: decision.Decision, plan: PoolPlan) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+def kept_objects(d: decision.Decision, plan: PoolPlan
+                 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
     """(objects the plan creates, live objects of the current build id that it keeps)."""
     created = [a.obj for a in plan.actions if a.verb == "create" and a.obj.get("kind") != "Event"]
     gone = {_key(a.obj) for a in plan.actions if a.verb == "delete"} | {_key(o) for o in created}
@@ -81,9 +82,9 @@ def _as_created(made: dict[str, Any], live: Mapping[str, Any]) -> dict[str, Any]
     return {**made, "spec": {**made["spec"], "containers": containers}}
 
 
-def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
-           machineconfig: Callable[[str], Mapping[str, Any] | None],
-           material: desired.Material | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+def wanted_objects(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
+                   machineconfig: Callable[[str], Mapping[str, Any] | None],
+                   material: desired.Material | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """(objects, problems, notes): a problem is a Blocked pool; a note is said on stderr without
     failing (an object left out because it holds credentials, or is no longer one we would make)."""
     out: list[dict[str, Any]] = []
@@ -94,7 +95,7 @@ def render(pairs: Iterable[tuple[decision.Decision, PoolPlan]],
         if plan.blocked:
             problems.append(f"pool {plan.pool}: {plan.message}")
             continue
-        created, live = kept(d, plan)
+        created, live = kept_objects(d, plan)
         wanted: list[dict[str, Any]] = []
         if live:
             try:

@@ -1,6 +1,6 @@
 """`status`: what the pool annotations say, as a table (POOL RENDERED STATE ROLLOUT IMAGE AGE MESSAGE).
 ROLLOUT is how far the MCO rendered and rolled out the image our MachineConfig hands it
-(core/rolloutcheck.py), and what the rollout gate does to the pool (core/hold.py: `held`, `paused by
+(core/rollout/check.py), and what the rollout gate does to the pool (core/rollout/hold.py: `held`, `paused by
 an administrator`, `released (...)`), `-` without either (`rollout: annotation`)."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import decision, hold, mcolabel, rollout, rolloutcheck
+from reconcile.core import decision, mcolabel, rollout
+from reconcile.core.rollout import check as rolloutcheck
+from reconcile.core.rollout import hold
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
@@ -63,16 +65,16 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
                      and not mcolabel.carries(p)]          # that one has its row: Blocked
         except ValueError:          # an invalid selector: the run blocks the pool saying so
             heirs = []
-        out += [(objects.name(p), _rendered(p), "Inherited", progress(p, mc),
+        out += [(objects.name(p), _rendered(p), "Inherited", inherited_progress(p, mc),
                  rollout.image_of(mc) or "<none>", "-",
                  f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
                 for p in heirs]
     return out
 
 
-def strays(pools: Iterable[Mapping[str, Any]], machineconfigs: Iterable[Mapping[str, Any]],
+def stray_lines(pools: Iterable[Mapping[str, Any]], machineconfigs: Iterable[Mapping[str, Any]],
            named: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> list[str]:
-    """The stray MachineConfigs (core/rollout.py `strays`) of these pools (all, and those of no pool,
+    """The stray MachineConfigs (core/rollout/ `strays`) of these pools (all, and those of no pool,
     without `only`), one line each. status reads no settings, so an image of another repository is
     not seen here: run, diff and preflight say it."""
     chosen = set(only)
@@ -84,7 +86,7 @@ def _rendered(pool: Mapping[str, Any]) -> str:
     return ((pool.get("spec") or {}).get("configuration") or {}).get("name") or "<none>"
 
 
-def progress(pool: Mapping[str, Any], mc: Mapping[str, Any]) -> str:
+def inherited_progress(pool: Mapping[str, Any], mc: Mapping[str, Any]) -> str:
     """A pool that inherits our MachineConfig: no run reads its rendered config (we record nothing
     on a pool we do not build), so only whether the MCO merged it (`rendering`, `render failed`,
     else `merged, unchecked`: its own MachineConfigs may still win), never node counts."""
@@ -104,7 +106,7 @@ def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -
             for r in body]
 
 
-def table(pools: Iterable[Mapping[str, Any]], now: datetime,
+def text(pools: Iterable[Mapping[str, Any]], now: datetime,
           machineconfigs: Iterable[Mapping[str, Any]] = (), wide: bool = False) -> str:
     pools = list(pools)
     body = rows(pools, now, machineconfigs)

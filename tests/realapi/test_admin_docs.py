@@ -41,7 +41,7 @@ import pytest
 import yaml
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold
+from reconcile.core.rollout import hold
 from tests.realapi.test_realapi_preflight import PASSWORD, USER, _htpasswd
 from tests.support import factory as F
 from tests.support import mcorender, realbuild, realserver

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold
+from reconcile.core.rollout import hold
 from tests.realapi.test_realapi_rollout import component as component  # noqa: F401 - the module fixture
 from tests.realapi.test_realapi_rollout import ours, seed
 from tests.support import factory as F

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold, patches
+from reconcile.core import patches
+from reconcile.core.rollout import hold
 from tests.support import factory as F
 from tests.support import realserver
 
@@ -239,7 +240,7 @@ def test_the_policy_refuses_any_other_change(api, case):
 
 def test_the_pause_is_ours_only_on_a_pool_we_build(api):
     """spec.paused changes only on a pool labelled ocl-reconciler.io/layering-enabled, or to release
-    one the gate held that was opted out since: the gate's own releases (core/hold.py) pass. Not an
+    one the gate held that was opted out since: the gate's own releases (core/rollout/hold.py) pass. Not an
     administrator's pause of a pool we do not build, nor after writing our hold record on it first
     (issue 31 row 2: rows 2a, 2b and 2h of tests/realapi/test_realapi_attacks.py try master)."""
     for move in (hold.Move.RELEASE, hold.Move.RELEASE_TIMEOUT):

@@ -336,7 +336,7 @@ def test_a_machineosconfig_for_our_pool_fails_two_builders(real, openshift, serv
 
 
 def test_a_pool_that_would_inherit_the_image_with_an_os_stream_fails_the_pools_line(real, openshift):
-    """The rollout's selector check (core/rollout.py, as decide runs it): `infra` selects worker's
+    """The rollout's selector check (core/rollout/, as decide runs it): `infra` selects worker's
     MachineConfigs, so it would inherit worker's osImageURL, which the MCO refuses to render with
     an OS stream."""
     reg, ca = openshift

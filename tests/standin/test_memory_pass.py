@@ -16,6 +16,7 @@ import pytest
 from reconcile import cli
 from reconcile.cluster import apply, live, observe
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.cluster.planner import Planner
 from tests.support import factory as F
 from tests.support.apiserver import APIServer
 
@@ -123,10 +124,10 @@ def test_a_carried_out_pools_machineconfig_and_bodies_are_dropped(monkeypatch):
 def test_run_keeps_its_plans_as_carried_out_diff_keeps_them_whole():
     cluster = MemoryCluster(big_cluster(2), clock=lambda: F.NOW)
     seen = observe.observe(cluster, F.NS)
-    whole = observe.Planner(cluster, seen, F.NOW).plan()        # diff, render, explain
+    whole = Planner(cluster, seen, F.NOW).plan()        # diff, render, explain
     assert [len(a.obj["data"]["machineconfig.json.gz"]) > BIG for p in whole for a in p.actions
             if a.verb == "create" and "machineconfig.json.gz" in (a.obj.get("data") or {})] == [True, True]
-    planner = observe.Planner(cluster, seen, F.NOW)
+    planner = Planner(cluster, seen, F.NOW)
     result = apply.execute(cluster, planner.each(), F.NOW, planner, None, planner.prune)
     created = [a.obj for o in result.outcomes for a in o.plan.actions if a.verb == "create"]
     assert created and all(set(obj) <= {"apiVersion", "kind", "metadata"} for obj in created)

@@ -15,7 +15,8 @@ import pytest
 
 from reconcile import cli
 from reconcile.contract import annotations as A
-from reconcile.core import rollout, rolloutcheck
+from reconcile.core import rollout
+from reconcile.core.rollout import check as rolloutcheck
 from tests.support import factory as F
 from tests.support import mcorender
 from tests.support.apiserver import APIServer

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from reconcile import preflight as P
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.core import rollout
-from reconcile.output import preflight as P
 from tests.support import factory as F
 from tests.unit.test_preflight import good
 
@@ -90,7 +90,7 @@ def test_a_pools_sources_alone_make_no_stray():
 def test_ours_for_a_pool_since_deleted_is_not_a_stray():
     """We wrote it for a pool that existed (its ownerReference names that pool): the run deletes it
     (the pool-gone row), and the garbage collector would too; one with no such reference we never
-    wrote (core/rollout.py `desired` always sets it)."""
+    wrote (core/rollout/ `desired` always sets it)."""
     gone = F.pool("gone")
     assert rollout.strays([], [mc("ocl-osimageurl-gone", owner=gone)], REPO) == []
     other = mc("ocl-osimageurl-gone", owner=F.pool("elsewhere"))

@@ -13,6 +13,7 @@ import pytest
 
 from reconcile.cluster import Denied, apply, live, observe
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.cluster.planner import Planner
 from reconcile.contract import admission
 from reconcile.contract import annotations as A
 from reconcile.output import metrics
@@ -105,7 +106,7 @@ class Refusing(MemoryCluster):
 def test_a_denied_pool_write_is_the_pools_error_sent_once_and_the_others_go_on(caplog):
     cluster = Refusing(F.cluster(F.pool(), F.pool("infra")), {"infra"})
     seen = observe.observe(cluster, F.NS)
-    planner = observe.Planner(cluster, seen, F.NOW)
+    planner = Planner(cluster, seen, F.NOW)
     with caplog.at_level(logging.INFO, logger="reconcile"):
         result = apply.execute(cluster, planner.plan(), F.NOW, planner)
     assert result.failed

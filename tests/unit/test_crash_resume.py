@@ -10,6 +10,7 @@ import pytest
 
 from reconcile.cluster import ClusterError, apply, observe
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.cluster.planner import Planner
 from tests.standin.test_fault_matrix import SCENARIOS, comparable, history, new_config, opt_out, phase
 from tests.support import factory as F
 
@@ -44,7 +45,7 @@ class DyingCluster(MemoryCluster):
 
 def one_run(cluster):
     seen = observe.observe(cluster, F.NS)
-    planner = observe.Planner(cluster, seen, F.NOW)
+    planner = Planner(cluster, seen, F.NOW)
     return apply.execute(cluster, planner.plan(), F.NOW, planner)
 
 

@@ -13,7 +13,7 @@ import kubelet  # examples/kubelet.py
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold
+from reconcile.core.rollout import hold
 from tests.support import factory as F
 from tests.support import mconode
 from tests.unit.test_rollout import mco_pool, ours, source_mc

@@ -1,4 +1,4 @@
-"""The rollout gate's decisions (core/hold.py), pure: the cycle issue 30 gives (paused; new content
+"""The rollout gate's decisions (core/rollout/hold.py), pure: the cycle issue 30 gives (paused; new content
 renders; build; our MachineConfig; the pool renders our image; unpause; every machine updated; pause
 again), the administrator's pause and release, and the bounds (a failed build, holdTimeout). The pool
 is a dict and each move's patch is applied to it, as the server would."""
@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold, patches
-from reconcile.core.hold import Move
+from reconcile.core import patches
+from reconcile.core.rollout import hold
+from reconcile.core.rollout.hold import Move
 from tests.support import factory as F
 
 T0 = F.NOW

@@ -1,5 +1,6 @@
 """The package layout shows what is pure: every import points down a layer, and the pure layers
-(contract, imagebuild, core) import nothing that does I/O. Read off each module's imports with ast."""
+(contract, imagebuild, core; preflight but its reader) import nothing that does I/O. Read off
+each module's imports with ast."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "reconcile"
 #: lower number = lower layer; a module may import its own layer or any lower one
-LAYERS = {"contract": 1, "imagebuild": 2, "core": 3, "diff": 4, "output": 4, "cluster": 5,
-          "cli": 6, "__main__": 6, "__init__": 0, "__version__": 0}
+LAYERS = {"contract": 1, "imagebuild": 2, "core": 3, "diff": 4, "output": 5, "cluster": 6, "preflight": 7,
+          "cli": 8, "__main__": 8, "__init__": 0, "__version__": 0}
 PURE = ("contract", "imagebuild", "core")
+#: preflight's checks are pure functions of what its reader read: only the reader talks to the cluster
+PREFLIGHT_READER = "reconcile.preflight.read"
 IO_MODULES = {"socket", "urllib", "http", "subprocess", "shutil", "tempfile", "requests", "urllib3",
               "kubernetes", "prometheus_client", "ssl", "threading"}
 
@@ -52,3 +55,9 @@ def test_every_module_is_in_a_layer():
     modules = {a for a, _ in imports()} | {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
                                           for p in PACKAGE.rglob("*.py")}
     assert {layer_of(m) for m in modules if m.startswith("reconcile.")} <= set(LAYERS)
+
+
+def test_preflight_reads_in_one_module():
+    bad = [(a, b) for a, b in imports() if layer_of(a) == "preflight" and a != PREFLIGHT_READER
+           and (b.split(".")[0] in IO_MODULES or (b.startswith("reconcile.") and layer_of(b) == "cluster"))]
+    assert bad == []

@@ -9,6 +9,7 @@ import pytest
 
 from reconcile.cluster import apply, observe
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.cluster.planner import Planner
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import lifecycle
@@ -43,7 +44,7 @@ def converge(items, rounds=1):
     cluster = MemoryCluster(items, clock=lambda: F.NOW)
     for _ in range(rounds):
         seen = observe.observe(cluster, F.NS)
-        apply.execute(cluster, observe.Planner(cluster, seen, F.NOW).plan(), F.NOW)
+        apply.execute(cluster, Planner(cluster, seen, F.NOW).plan(), F.NOW)
     return cluster
 
 
@@ -114,7 +115,7 @@ def test_converged_cluster_plans_nothing():
     cluster = converge(F.cluster(F.pool("worker"), F.pool("infra")))
     cluster.writes.clear()
     seen = observe.observe(cluster, F.NS)
-    plans = observe.Planner(cluster, seen, F.NOW).plan()
+    plans = Planner(cluster, seen, F.NOW).plan()
     assert all(not p.actions for p in plans)
     assert [p.state_after for p in plans] == [A.PENDING, A.PENDING]
 
@@ -127,7 +128,7 @@ def test_steady_state_after_each_phase_writes_nothing(phase):
     converge_more = converge(cluster.items(), rounds=1)
     converge_more.writes.clear()
     seen = observe.observe(converge_more, F.NS)
-    apply.execute(converge_more, observe.Planner(converge_more, seen, F.NOW).plan(), F.NOW)
+    apply.execute(converge_more, Planner(converge_more, seen, F.NOW).plan(), F.NOW)
     assert converge_more.writes == []
 
 

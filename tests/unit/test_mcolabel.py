@@ -13,9 +13,9 @@ import json
 
 import pytest
 
+from reconcile import preflight
 from reconcile.contract import annotations as A
 from reconcile.core import mcolabel
-from reconcile.output import preflight
 from tests.support import factory as F
 from tests.support import mcorender
 from tests.unit.test_rollout import DIGESTS, ann, build_once, ours, reasons, world, writes

@@ -105,6 +105,7 @@ def test_a_422_on_the_guarded_pool_patch_is_replanned_on_the_stand_in(tmp_path, 
 def test_a_422_on_the_guarded_pool_patch_is_replanned_in_memory(monkeypatch):
     from reconcile.cluster import Invalid, apply, observe
     from reconcile.cluster.memory import MemoryCluster
+    from reconcile.cluster.planner import Planner
     cluster = MemoryCluster(F.cluster(), clock=lambda: F.NOW)
     real_patch, failed = cluster.patch, []
 
@@ -115,7 +116,7 @@ def test_a_422_on_the_guarded_pool_patch_is_replanned_in_memory(monkeypatch):
         return real_patch(kind, namespace, name, ops, *args, **kwargs)
     monkeypatch.setattr(cluster, "patch", patch)
     seen = observe.observe(cluster, F.NS)
-    planner = observe.Planner(cluster, seen, F.NOW)
+    planner = Planner(cluster, seen, F.NOW)
     apply.execute(cluster, planner.plan(), F.NOW, planner)
     assert failed == ["worker"]
     assert cluster.get("MachineConfigPool", "", "worker")["metadata"]["annotations"][A.STATE] == A.PENDING

@@ -1,4 +1,4 @@
-"""The pure checks of `ocl-reconcile preflight` (reconcile/output/preflight.py): each check's lines
+"""The pure checks of `ocl-reconcile preflight` (reconcile/preflight/): each check's lines
 from facts made here, one broken part at a time, against a good baseline in which every line is ok.
 What they say comes from the sources they restate: the permissions table from kustomize/base and
 the rollout component, the version rules from docs/rollout.md's table, auth key matching from
@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from reconcile import cli
+from reconcile import preflight as P
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.contract.problem import Problem
 from reconcile.imagebuild import auth, settings
-from reconcile.output import preflight as P
 from tests.support import factory as F
 
 SECRET_AUTH = base64.b64encode(b"pusher:not-for-your-eyes").decode()
@@ -361,7 +361,7 @@ def test_pools():
 
 
 def test_an_overridden_pool_is_a_warning_saying_what_to_rename():
-    from reconcile.core import rolloutcheck
+    from reconcile.core.rollout import check as rolloutcheck
     from tests.unit.test_rolloutcheck import OTHER, OURS, mc, pool
     worker = pool("worker", ("worker",), ["ocl-osimageurl-worker", "zz-os"])
     worker["metadata"]["labels"] = {A.LAYERING_LABEL: ""}
@@ -598,7 +598,7 @@ def test_a_held_master_pool_is_explained_with_the_mcos_own_message():
     """Issue 30 item 3: the MCO's upgrade waits for pools labelled required-for-upgrade
     (syncRequiredMachineConfigPools, pkg/operator/sync.go) and reports a paused one."""
     from reconcile.contract import annotations as A
-    from reconcile.core import hold
+    from reconcile.core.rollout import hold
     master = F.pool("master", annotations={A.GATE: hold.HELD})
     master["metadata"]["labels"][hold.REQUIRED_FOR_UPGRADE] = ""
     master["spec"]["paused"] = True

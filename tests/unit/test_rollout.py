@@ -187,7 +187,7 @@ def test_opt_out_deletes_the_machineconfig_and_says_the_pool_goes_back(any_cli):
 
 
 def test_a_deleted_pool_takes_its_machineconfig_along_then_nothing_is_written(any_cli):
-    """POOL_GONE deletes the rollout MachineConfig like opt-out does (core/rollout.py: "our runs
+    """POOL_GONE deletes the rollout MachineConfig like opt-out does (core/rollout/: "our runs
     delete it on opt-out and pool deletion"); with it gone, a run has nothing left to do."""
     items = build_once(any_cli, world(), DIGESTS[0])
     left = [o for o in F.owned(items, "worker") if o["kind"] != "MachineConfig"]

@@ -1,4 +1,4 @@
-"""The verdict on a pool's rendered config (reconcile/core/rolloutcheck.py), pure. The expected
+"""The verdict on a pool's rendered config (reconcile/core/rollout/check.py), pure. The expected
 winners follow `MergeMachineConfigs` (openshift/machine-config-operator
 `pkg/controller/common/helpers.go`): role-worker MachineConfigs first, then the others, each
 group by name; the last osImageURL wins; MachineConfigs carrying
@@ -14,7 +14,8 @@ import json
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import rollout, rolloutcheck
+from reconcile.core import rollout
+from reconcile.core.rollout import check as rolloutcheck
 from tests.support import factory as F
 
 ROLE = rollout.ROLE_LABEL

@@ -70,7 +70,7 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
         return BuildStatus(A.FAILED, transient=True, message=A.one_line(
             f"build {where}: {waiting['reason']} on the builder image: {waiting.get('message', '')}"))
     unscheduled = _unscheduled(pod)
-    if unscheduled:             # said while it waits (core/actions_build.py `progress`)
+    if unscheduled:             # said while it waits (core/actions/buildrows.py `progress`)
         volume = f"; {VOLUME_HINT}" if _claims(pod) and VOLUME_REASONS.search(unscheduled) else ""
         return BuildStatus(A.PENDING, message=A.one_line(f"build {where} is Pending: not scheduled: "
                                                          f"{unscheduled}{volume}", 1024))

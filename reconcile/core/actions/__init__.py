@@ -1,4 +1,6 @@
-"""The plan: an ordered list of writes per pool, plus the state change it records. Pure data."""
+"""The plan: an ordered list of writes per pool, plus the state change it records. Pure data.
+Beside it: `table` (a transition -> its actions, one function a row in `buildrows` and
+`poolrows`, on the `Step` of `step`)."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ class PoolPlan:
     transition: str = ""
     #: Pools that will roll out the image this plan writes into a MachineConfig (rollout: machineconfig).
     rollout: tuple[str, ...] = ()
-    #: The rollout gate's move for the pool (core/hold.py `Move` name; "" when there is none), and
+    #: The rollout gate's move for the pool (core/rollout/hold.py `Move` name; "" when there is none), and
     #: its record once the plan is carried out (`held`, ...; "") with its time (metrics).
     hold: str = ""
     gate: str = ""

@@ -1,4 +1,4 @@
-"""The reading half of `ocl-reconcile preflight` (output/preflight.py has the checks): everything read
+"""The reading half of `ocl-reconcile preflight` (preflight/checklist.py runs the checks): everything read
 of a live cluster as the caller, read-only, into `Facts`. Permissions are asked of the server with
 SelfSubjectAccessReview under impersonation of our ServiceAccount (`Impersonate-User`, which the
 server answers as that account, with its groups) where the caller may impersonate it, else for the
@@ -11,12 +11,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from reconcile.cluster import ClusterError, NotFound, Unauthorized, Unreachable, live, observe, registry
+from reconcile.cluster import (
+    ClusterError,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+    live,
+    notices,
+    observe,
+    registry,
+)
+from reconcile.cluster.planner import Planner
 from reconcile.contract import admission, objects
-from reconcile.core import decision, desired, images, rolloutcheck, storage, transitions
+from reconcile.core import decision, desired, images, storage, transitions
+from reconcile.core.rollout import check as rolloutcheck
 from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
-from reconcile.output import preflight as P
+from reconcile.preflight.access import BUILD_ACCOUNT, BUILDER_SCC, builder_account
+from reconcile.preflight.facts import DryRun, Facts
+from reconcile.preflight.install import CRONJOB
+from reconcile.preflight.permissions import RECONCILER_ACCOUNT, Asked, needs
+from reconcile.preflight.pools import ROLLOUT_PARAMS, ROLLOUT_PARAMS_NS
 
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
@@ -78,15 +93,15 @@ def _as(cluster: live.LiveCluster, caller: str, namespace: str, name: str) -> li
     return impersonating(cluster, _account(namespace, name)) if answer and answer[0] else None
 
 
-def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: datetime) -> P.Facts:
-    f = P.Facts(namespace, caller=whoami(cluster), registry_ca=ca_file)
+def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: datetime) -> Facts:
+    f = Facts(namespace, caller=whoami(cluster), registry_ca=ca_file)
     f.namespace_obj, f.namespace_error = _read(lambda: _get(cluster, "/api/v1/namespaces", namespace))
     _cronjob(cluster, f)
     seen, f.settings_error = _read(lambda: observe.observe(cluster, namespace))
     if seen is not None:
         f.settings, f.pools, f.owned, f.named = seen.settings, seen.pools, seen.owned, seen.named
     _secrets(cluster, f)
-    reconciler = _as(cluster, f.caller, namespace, P.RECONCILER_ACCOUNT)
+    reconciler = _as(cluster, f.caller, namespace, RECONCILER_ACCOUNT)
     f.impersonated = reconciler is not None and reconciler is not cluster
     _permissions(reconciler or cluster, f)
     _builder(cluster, f)
@@ -99,7 +114,7 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     if seen is not None and isinstance(seen.settings, Settings) and seen.settings.machineconfig_rollout:
         f.rollout_params_read = True            # one GET, as the caller
         f.rollout_params, f.rollout_params_error = _read(lambda: _get(
-            cluster, f"/api/v1/namespaces/{P.ROLLOUT_PARAMS_NS}/configmaps", P.ROLLOUT_PARAMS))
+            cluster, f"/api/v1/namespaces/{ROLLOUT_PARAMS_NS}/configmaps", ROLLOUT_PARAMS))
     if seen is not None and isinstance(seen.settings, Settings) and seen.settings.persistent_storage and \
             seen.settings.builder_type == settings.CUSTOM_POD_BUILDER:
         # one metadata-only LIST, as a run makes it: as our ServiceAccount where we may impersonate it
@@ -110,10 +125,10 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
     return f
 
 
-def _cronjob(cluster: live.LiveCluster, f: P.Facts) -> None:
+def _cronjob(cluster: live.LiveCluster, f: Facts) -> None:
     """The CronJob, as the caller, and the Pods of its Jobs (by its Pod template's labels: one LIST)."""
     collection = f"/apis/batch/v1/namespaces/{f.namespace}/cronjobs"
-    f.cronjob, f.cronjob_error = _read(lambda: _get(cluster, collection, P.CRONJOB))
+    f.cronjob, f.cronjob_error = _read(lambda: _get(cluster, collection, CRONJOB))
     job = ((f.cronjob or {}).get("spec") or {}).get("jobTemplate") or {}
     template = (job.get("spec") or {}).get("template")
     labels = ((template or {}).get("metadata") or {}).get("labels") or {}
@@ -129,7 +144,7 @@ def _get(cluster: live.LiveCluster, collection: str, name: str) -> dict[str, Any
         return None
 
 
-def _secrets(cluster: live.LiveCluster, f: P.Facts) -> None:
+def _secrets(cluster: live.LiveCluster, f: Facts) -> None:
     """The pull and push Secrets the settings name, read as the caller."""
     if not isinstance(f.settings, Settings):
         return
@@ -143,22 +158,22 @@ def _secrets(cluster: live.LiveCluster, f: P.Facts) -> None:
             f.secrets[key] = secret
 
 
-def _permissions(asker: live.LiveCluster, f: P.Facts) -> None:
+def _permissions(asker: live.LiveCluster, f: Facts) -> None:
     asked = []
-    for need in P.needs(f.settings, f.namespace):
+    for need in needs(f.settings, f.namespace):
         answer, error = _read(lambda n=need: may(asker, n.namespace, n.verb, n.rule.group, n.rule.resource,
                                                  n.name))
         if error:
             f.access_error = error
             return
-        asked.append(P.Asked(need, answer[0]))
+        asked.append(Asked(need, answer[0]))
     f.access = asked
 
 
-def _builder(cluster: live.LiveCluster, f: P.Facts) -> None:
+def _builder(cluster: live.LiveCluster, f: Facts) -> None:
     """The build's ServiceAccount, and (ours) whether it may use the SCC, asked as it."""
     pods = not isinstance(f.settings, Settings) or f.settings.builder_type == settings.CUSTOM_POD_BUILDER
-    name = P.builder_account() if pods else P.BUILD_ACCOUNT
+    name = builder_account() if pods else BUILD_ACCOUNT
     f.builder_account, f.builder_account_error = _read(lambda: _get(
         cluster, f"/api/v1/namespaces/{f.namespace}/serviceaccounts", name))
     if not pods or f.builder_account is None:
@@ -168,11 +183,11 @@ def _builder(cluster: live.LiveCluster, f: P.Facts) -> None:
         f.builder_scc_error = f"you may not impersonate ServiceAccount {f.namespace}/{name} to ask"
         return
     answer, f.builder_scc_error = _read(lambda: may(builder, f.namespace, "use", "security.openshift.io",
-                                                    "securitycontextconstraints", P.BUILDER_SCC))
+                                                    "securitycontextconstraints", BUILDER_SCC))
     f.builder_scc = answer[0] if answer else None
 
 
-def _registry(cluster: live.LiveCluster, f: P.Facts) -> None:
+def _registry(cluster: live.LiveCluster, f: Facts) -> None:
     """`GET /v2/` of the pullspec's registry with the push Secret's credentials."""
     s = f.settings
     secret = f.secrets.get("finalImagePushSecretName")
@@ -190,18 +205,18 @@ def _registry(cluster: live.LiveCluster, f: P.Facts) -> None:
 
 
 def _machineosconfigs(cluster: live.LiveCluster) -> list[dict[str, Any]] | None:
-    if not cluster.serves(*observe.MACHINEOSCONFIGS):
+    if not cluster.serves(*notices.MACHINEOSCONFIGS):
         return None
-    api_version, plural = observe.MACHINEOSCONFIGS
+    api_version, plural = notices.MACHINEOSCONFIGS
     found = cluster.request("GET", f"{live.api_prefix(api_version)}/{plural}") or {}
     return list(found.get("items") or [])
 
 
 def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Observed, now: datetime,
-          f: P.Facts) -> None:
+          f: Facts) -> None:
     """What the next run would do for each pool (the planner, no registry, no writes), and the
     first buildable pool's build object created with dryRun=All (as our ServiceAccount if we may)."""
-    planner = observe.Planner(cluster, seen, now)
+    planner = Planner(cluster, seen, now)
     plans, f.plan_error = _read(planner.plan)
     if f.plan_error:
         return
@@ -234,12 +249,12 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
     path = live.path_of(build["kind"], objects.namespace(build))
     try:
         asker.request("POST", path, [("dryRun", "All")], build)
-        f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name)
+        f.dry_run = DryRun(build["kind"], objects.name(build), d.pool_name)
     except (Unreachable, Unauthorized):
         raise
     except ClusterError as err:
         admitted = err.status == 409 and "AlreadyExists" in str(err)      # admission ran before storage
-        f.dry_run = P.DryRun(build["kind"], objects.name(build), d.pool_name,
+        f.dry_run = DryRun(build["kind"], objects.name(build), d.pool_name,
                              "" if admitted else str(err), err.status)
         if not admitted:        # the run's create would be refused the same way: the pool is Blocked
             f.decisions[d.pool_name] = (transitions.Transition.BLOCKED.name,

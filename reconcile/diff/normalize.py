@@ -1,7 +1,7 @@
 """What a diff shows of an object: server-populated fields (status, uid, resourceVersion,
 managedFields, creationTimestamp, generation) are left out, and numbers compare by value
 (1 == 1.0, as Python compares them). Our ConfigMaps and Secrets are never compared by content:
-their content hash says whether they are right (`ensure` in core/actions_step.py)."""
+their content hash says whether they are right (`create_missing` in core/actions/step.py)."""
 
 from __future__ import annotations
 

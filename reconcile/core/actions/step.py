@@ -1,4 +1,4 @@
-"""What every action of a transition builds on (core/actions_table.py): the `Step` (the decision,
+"""What every action of a transition builds on (core/actions/table.py): the `Step` (the decision,
 the pool's plan, the clock) and the writes it puts in the plan: the pool's annotations and their
 Event (`annotate`), one patch of our keys, the build objects to create, and the rollout's share
 (with `rollout: machineconfig`, the pool's MachineConfig and what its rendered config holds).
@@ -13,9 +13,10 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
-from reconcile.core import events, patches, rollout, rolloutcheck
+from reconcile.core import events, patches, rollout
 from reconcile.core.actions import Action, PoolPlan
 from reconcile.core.decision import Decision
+from reconcile.core.rollout import check as rolloutcheck
 
 
 @dataclass
@@ -100,7 +101,7 @@ def patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[
         plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
-def ensure(plan_: PoolPlan, want: list[dict[str, Any]],
+def create_missing(plan_: PoolPlan, want: list[dict[str, Any]],
             live: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
     """Create what is missing. Our ConfigMaps and Secrets are immutable and carry a hash of their
     content: one whose hash is not the wanted one (edited, or made by an older version) is

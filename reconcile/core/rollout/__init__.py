@@ -24,7 +24,9 @@ informer resync, 20-40 minutes. The reference stays for the garbage collector (a
 no run follows takes its MachineConfig along); our runs delete it on opt-out and pool deletion.
 One written by an earlier version, a controller reference, is patched once.
 
-Pure: (the view of every pool and of our MachineConfigs) -> actions of the pool's plan."""
+Pure: (the view of every pool and of our MachineConfigs) -> actions of the pool's plan. Beside it:
+`check` (what the pool's rendered config holds), `hold` (the rollout gate's table) and `gate`
+(the gate's share of a pool's plan)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from reconcile.contract import naming, objects, selector
 from reconcile.core import events, patches
 from reconcile.core.actions import Action
 from reconcile.imagebuild import templates
-from reconcile.imagebuild.osstream import named as stream
+from reconcile.imagebuild.osstream import named_by as stream
 
 PREFIX = "ocl-osimageurl-"
 ROLE_LABEL = "machineconfiguration.openshift.io/role"
@@ -101,7 +103,7 @@ def view(pools: Iterable[Mapping[str, Any]], owned: Iterable[Mapping[str, Any]],
     return View(tuple(pools), frozenset(built), ours)
 
 
-def problem(v: View, pool: Mapping[str, Any]) -> str | None:
+def blocker(v: View, pool: Mapping[str, Any]) -> str | None:
     """Why this pool's image cannot be rolled out through a MachineConfig (it is then Blocked
     before anything is built), or None."""
     pool_name = objects.name(pool)
@@ -171,7 +173,7 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
                        notes=[f"MachineConfig {name(pool_name)}: its ownerReference is no longer a "
                               "controller "
                               "reference, so the render controller enqueues every pool that selects it"])
-    selecting = v.selecting(pool_name)        # problem() has run: the selectors are valid
+    selecting = v.selecting(pool_name)        # blocker() has run: the selectors are valid
     early = [objects.name(p) for p in selecting
              if objects.name(p) in v.built and objects.name(p) not in v.ours]
     if early:

@@ -1,7 +1,7 @@
 """The actions of the build rows of the lifecycle table (docs/contract.md): START and RETRY make a
 build object, PROGRESS and FAIL follow it, SUCCEED, REUSE, BUILT and EQUIVALENT record and roll out
 an image, STAY_FAILED and GIVE_UP keep a failure. One function each, on a `Step`
-(core/actions_step.py); core/actions_table.py maps each transition to its function.
+(core/actions/step.py); core/actions/table.py maps each transition to its function.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import carryforward, desired, events, images, rollout, storage
 from reconcile.core.actions import Action, WarningNote
-from reconcile.core.actions_step import (
+from reconcile.core.actions.step import (
     Step,
     apply_rollout,
     checked,
-    ensure,
+    create_missing,
     patch_annotations,
     record_blocked,
     rfc3339,
@@ -47,7 +47,7 @@ def equivalent(s: Step, mc: Mapping[str, Any] | None, material: desired.Material
     same image content, or an earlier version recorded the success under its build id."""
     d, ann, image = s.d, s.ann, s.ann[A.IMAGE]
     if d.observed.legacy_ref:
-        message = carryforward.kept(ann, d.settings.namespace, image, d.inputs.build_id)
+        message = carryforward.why_kept(ann, d.settings.namespace, image, d.inputs.build_id)
     else:
         message = (f"{d.inputs.rendered_config} has the image content of "
                    f"{ann.get(A.BUILT_CONFIG) or ann.get(A.RENDERED)}: nothing to build")
@@ -173,7 +173,7 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     if placed.create:           # the volume before the Pod that mounts it
         s.plan.actions.append(Action("create", placed.create))
     s.plan.notes += [n for n in (placed.note, f"disk: {placed.disk.figures}") if n]
-    ensure(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
+    create_missing(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     why_not = not_reused(d.lookup)
     foreign = images.produced(d.pool, d.inputs.build_id)
     if foreign and not images.ours(foreign, d.settings.repo):

@@ -25,11 +25,11 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects, selector
+from reconcile.contract.naming import WORKER
 from reconcile.core import images, rollout
 
 #: MachineConfigs of the MCO's own controllers: skipped when the merge picks osImageURL.
 GENERATED_BY = "machineconfiguration.openshift.io/generated-by-controller-version"
-WORKER = "worker"
 RENDER_DEGRADED = "RenderDegraded"
 #: The Event (Warning, once per rendered config) when another MachineConfig wins over ours.
 OVERRIDDEN = "ImageOverridden"
@@ -58,7 +58,7 @@ def parse(value: str | None, winner: str | None = None) -> Check | None:
     return Check(rendered, image, (winner or "").strip()) if sep and rendered and image else None
 
 
-def recorded(pool: Mapping[str, Any]) -> Check | None:
+def recorded_check(pool: Mapping[str, Any]) -> Check | None:
     ann = objects.annotations(pool)
     return parse(ann.get(A.ROLLOUT), ann.get(A.OVERRIDDEN_BY))
 
@@ -78,7 +78,7 @@ def due(pool: Mapping[str, Any], ours: Mapping[str, Any] | None) -> bool:
     """Should a run read the rendered config? Only when our MachineConfig is among its sources and
     the pool records no check of that rendered config yet: a steady run reads nothing."""
     rendered = _spec_configuration(pool).get("name") or ""
-    check = recorded(pool)
+    check = recorded_check(pool)
     return bool(ours is not None and rendered and objects.name(ours) in sources(pool)
                 and (check is None or check.rendered != rendered))
 
@@ -217,7 +217,7 @@ def state(pool: Mapping[str, Any], ours: Mapping[str, Any], wanted: str | None =
     if objects.name(ours) not in sources(pool):
         return State(RENDERING)
     rendered = _spec_configuration(pool).get("name") or ""
-    found = recorded(pool)
+    found = recorded_check(pool)
     if found is None or found.rendered != rendered:
         return State(UNCHECKED)
     if found.winner:

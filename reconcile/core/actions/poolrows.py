@@ -1,6 +1,6 @@
 """The actions of the rows about a pool rather than a build (docs/contract.md's lifecycle table):
 OPT_OUT and POOL_GONE remove what is ours, MCO_LABEL reports the MCO's label (core/mcolabel.py);
-BLOCKED is `record_blocked` (core/actions_step.py).
+BLOCKED is `record_blocked` (core/actions/step.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.core import desired, events, mcolabel, rollout, storage
 from reconcile.core.actions import Action
-from reconcile.core.actions_step import Step, apply_rollout, patch_annotations, rfc3339
+from reconcile.core.actions.step import Step, apply_rollout, patch_annotations, rfc3339
 
 
 def opt_out(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:

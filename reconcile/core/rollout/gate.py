@@ -1,4 +1,4 @@
-"""The rollout gate's share of a pool's plan (core/hold.py decides it): made after the transition's
+"""The rollout gate's share of a pool's plan (core/rollout/hold.py decides it): made after the transition's
 own actions, from the pool as they leave it, and merged into the plan's one patch of the pool so
 that the pause and its record, and the state they follow from, are written together."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import events, hold, patches
+from reconcile.core import events, patches
 from reconcile.core.actions import Action
-from reconcile.core.actions_step import Step, extend_pool_patch, pool_patch, rfc3339
+from reconcile.core.actions.step import Step, extend_pool_patch, pool_patch, rfc3339
+from reconcile.core.rollout import hold
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild.settings import DEFAULT_HOLD_TIMEOUT
 

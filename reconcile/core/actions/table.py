@@ -1,5 +1,5 @@
 """A decided transition -> its actions: `ACTIONS` maps each row of the lifecycle table to one function
-(core/actions_build.py, core/actions_pool.py), `act` runs it on a `Step` and returns the pool's plan.
+(core/actions/buildrows.py, core/actions/poolrows.py), `act` runs it on a `Step` and returns the pool's plan.
 
 Each run looks at the cluster once. The pool's annotations say which build the recorded state is
 about (`ocl-reconciler.io/build`), so a run killed anywhere is resumed by the next one: objects
@@ -18,7 +18,7 @@ from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, storage
 from reconcile.core.actions import PoolPlan
-from reconcile.core.actions_build import (
+from reconcile.core.actions.buildrows import (
     built,
     equivalent,
     give_up,
@@ -29,10 +29,10 @@ from reconcile.core.actions_build import (
     stay_failed,
     succeed,
 )
-from reconcile.core.actions_hold import gate
-from reconcile.core.actions_pool import mco_label, opt_out, pool_gone
-from reconcile.core.actions_step import Step, forget, pool_patch, record_blocked
+from reconcile.core.actions.poolrows import mco_label, opt_out, pool_gone
+from reconcile.core.actions.step import Step, forget, pool_patch, record_blocked
 from reconcile.core.decision import MISSING, Decision, decide_cluster
+from reconcile.core.rollout.gate import gate
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild import clusterfacts
 from reconcile.imagebuild.settings import Settings
@@ -76,7 +76,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
         forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
     if d.settings is not None and d.inputs is not None and d.pool is not None:
         _settle_storage(step)
-    gate(step)                                        # after every other write of the pool: core/hold.py
+    gate(step)                          # after every other write of the pool: core/rollout/hold.py
     return step.plan
 
 
@@ -87,7 +87,7 @@ def _settle_storage(step: Step) -> None:
     after = objects.annotations(pool_patch(step.plan, d.pool)[1])
     deleted = [objects.name(a.obj) for a in step.plan.actions
                if a.verb == "delete" and a.obj.get("kind") == "Pod"]
-    step.delete(storage.settle(d, storage.recorded(after), deleted))
+    step.delete(storage.settle(d, storage.recorded_claim(after), deleted))
     if A.BUILD_STORAGE in after and not d.settings.persistent_storage:
         forget(step.plan, d.pool, A.BUILD_STORAGE)
 
