@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"go.podman.io/image/v5/docker"
@@ -60,7 +61,7 @@ policy was evaluated, 1 when it could not be read, 2 on a usage error.
 	registriesD := flag.String("registries-d", "", "the registries.d(5) folder: where use-sigstore-attachments is set (required)")
 	imageName := flag.String("image", "", "the image, in containers-transports(5) form: docker://HOST/REPO@sha256:... (required)")
 	certDir := flag.String("cert-dir", "", "a folder of CA certificates (*.crt) the registry's TLS certificate is checked against")
-	registriesConf := flag.String("registries-conf", os.DevNull, "a containers-registries.conf(5) (mirrors); default: none, not the host's")
+	registriesConf := flag.String("registries-conf", "", "a containers-registries.conf(5) (mirrors); default: an empty one, not the host's")
 	flag.Parse()
 	if *policyPath == "" || *registriesD == "" || *imageName == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "error: --policy, --registries-d and --image are required, and nothing else (see --help)")
@@ -77,10 +78,25 @@ policy was evaluated, 1 when it could not be read, 2 on a usage error.
 		fmt.Fprintf(os.Stderr, "error: --policy %s: %v\n", *policyPath, err)
 		os.Exit(1)
 	}
+	// the host's registries.conf and registries.conf.d are not the node's: an empty file, and a
+	// folder that does not exist (containers/image skips a missing one)
+	empty, err := os.MkdirTemp("", "policycheck-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(empty)
+	if *registriesConf == "" {
+		*registriesConf = filepath.Join(empty, "registries.conf")
+		if err := os.WriteFile(*registriesConf, nil, 0o600); err != nil {
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	sys := &types.SystemContext{
 		RegistriesDirPath:           *registriesD,
 		SystemRegistriesConfPath:    *registriesConf,
-		SystemRegistriesConfDirPath: os.DevNull, // the host's registries.conf.d is not the node's
+		SystemRegistriesConfDirPath: filepath.Join(empty, "registries.conf.d"),
 		DockerCertPath:              *certDir,
 		SignaturePolicyPath:         *policyPath,
 	}
@@ -97,6 +113,7 @@ policy was evaluated, 1 when it could not be read, 2 on a usage error.
 		}
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		os.RemoveAll(empty)
 		os.Exit(1)
 	}
 }
