@@ -25,11 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import factory as F
 from tests.support import realbuild as R
 from tests.support import signing as S
 
-COMPONENT = F.ROOT / "kustomize/components/image-policy"
 REPO = "ocl/os-image"
 RELEASE_REPO = "openshift-release-dev/ocp-release"     # the release's images: never in our scope
 
@@ -61,6 +59,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     cosign_bin, policycheck, crc = S.tool("cosign"), S.tool("policycheck"), S.tool("crcrender")
+    kustomize = S.tool("kustomize")
     R.require_registry()
     root = tmp_path_factory.mktemp("signing")
     ca = R.TestCA(root / "ca")
@@ -76,10 +75,10 @@ def world(tmp_path_factory):
     try:
         release = f"{reg.host}/{RELEASE_REPO}@{R.push_image(reg, RELEASE_REPO, 'release')}"
         scope = f"{reg.host}/{REPO}"
-        ours = S.mco_render(crc, S.render_component(COMPONENT, root / "overlay", scope, pub), release,
+        ours = S.mco_render(crc, S.render_component(kustomize, root / "overlay", scope, pub), release,
                             root / "node-ours")
         default = S.mco_render(crc, S.render_component(
-            COMPONENT, root / "overlay-default", scope, pub,
+            kustomize, root / "overlay-default", scope, pub,
             [{"op": "remove", "path": "/spec/policy/signedIdentity"}]), release, root / "node-default")
         yield World(reg, cert_dir, cosign, key, pub, other_key, policycheck, ours, default, release)
     finally:

@@ -29,6 +29,7 @@ from tests.support import factory as F
 REQUIRE = "OCL_COSIGN"
 TOOLS = F.ROOT / "tests/tools"
 MCO_SRC = F.SHARED / "mco/mco-src.tar.gz"
+DOC = F.ROOT / "docs/signing.md"
 #: cosign's key files are encrypted with this (cosign generate-key-pair reads COSIGN_PASSWORD)
 KEY_PASSWORD = "test-only-key-password"
 
@@ -50,7 +51,7 @@ def tool(name: str) -> Path:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
         missing(f"`make {name}` could not build it: {last}")
     out = Path(result.stdout.strip().splitlines()[-1])
-    return out / "cosign" if name == "cosign" else out
+    return out / name if name in ("cosign", "kustomize") else out    # those print their folder
 
 
 @dataclass
@@ -80,28 +81,39 @@ class Cosign:
         self.run("sign", "--key", str(key), "--tlog-upload=false", "--yes", *extra, image)
 
 
-def render_component(component: Path, root: Path, scope: str, public_key: Path,
+def doc_block() -> str:
+    """docs/signing.md's one ```sh block: the administrator's overlay steps."""
+    import re
+    (block,) = re.findall(r"^```sh\n(.*?)^```", DOC.read_text(), re.S | re.M)
+    return block
+
+
+def render_component(kustomize: Path, root: Path, scope: str, public_key: Path,
                      extra_patch: list[dict[str, Any]] | None = None) -> Path:
-    """The administrator's overlay of docs/signing.md: the Component, with their repository as the
-    scope and their public key as keyData by a JSON patch; `kubectl kustomize` prints it. Returns the
-    rendered file."""
-    import base64
+    """The administrator's overlay as docs/signing.md makes it, run as written with the real
+    kustomize: built on kustomize/overlays/openshift, the Component added, their repository and
+    public key patched in (`extra_patch`: one more `kustomize edit add patch`). Returns a file of
+    the ClusterImagePolicies it renders (the MCO's controller reads only those)."""
     root.mkdir(parents=True, exist_ok=True)
-    patch = [{"op": "replace", "path": "/spec/scopes/0", "value": scope},
-             {"op": "replace", "path": "/spec/policy/rootOfTrust/publicKey/keyData",
-              "value": base64.b64encode(public_key.read_bytes()).decode()}] + (extra_patch or [])
-    (root / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "components": [os.path.relpath(component, root)],
-        "patches": [{"target": {"group": "config.openshift.io", "kind": "ClusterImagePolicy"},
-                     "patch": json.dumps(patch)}]}))
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        missing("kubectl is not on the PATH (it ships with the machine image; kustomize comes with it)")
-    out = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    (root / "rendered.yaml").write_text(out.stdout)
-    return root / "rendered.yaml"
+    shutil.copy(public_key, root / "cosign.pub")
+    ocl = os.path.relpath(F.ROOT, root)
+    env = {"PATH": f"{kustomize.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(root),
+           "OCL": ocl, "REPOSITORY": scope}
+
+    def sh(script: str) -> str:
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"{script}\n{out.stderr}"
+        return out.stdout
+    sh('kustomize create --resources "$OCL/kustomize/overlays/openshift"')
+    if extra_patch:
+        sh(f"kustomize edit add patch --group config.openshift.io --kind ClusterImagePolicy "
+           f"--patch '{json.dumps(extra_patch)}'")
+    sh(doc_block())
+    docs = [d for d in yaml.safe_load_all((root / "rendered.yaml").read_text()) if d]
+    policies = [d for d in docs if d["kind"] == "ClusterImagePolicy"]
+    (root / "policies.yaml").write_text(yaml.safe_dump_all(policies))
+    return root / "policies.yaml"
 
 
 @dataclass
