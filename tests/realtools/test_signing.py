@@ -9,6 +9,9 @@ the ClusterImagePolicy of kustomize/components/image-policy as an administrator'
 and containers/image v5.42.1 (policycheck) deciding under the files it wrote, fetching the
 signatures from the registry as CRI-O and skopeo do.
 
+Rotation's two facts too: two policies on one scope require both keys' signatures; one image
+signed with both keys passes the old policy and the new.
+
 Images are pushed through the registry API (tests/support/realbuild.push_image: one gzipped layer,
 a config, a schema 2 manifest), each with its own content so each has its own digest.
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support import realbuild as R
 from tests.support import signing as S
@@ -39,10 +43,12 @@ class World:
     cosign: S.Cosign
     key: Path                       # our private key; pub is in the Component's keyData
     pub: Path
-    other_key: Path
+    other_key: Path                 # the next key, in a rotation; or an intruder's
     policycheck: Path
     ours: S.NodeFiles               # what the MCO wrote from the Component as shipped (MatchRepository)
     default_rule: S.NodeFiles       # the same ClusterImagePolicy without signedIdentity
+    rotated: S.NodeFiles            # the Component with the other key's public key instead
+    two_policies: S.NodeFiles       # ours and a second ClusterImagePolicy, the other key, same scope
     release: str                    # a release image on the same registry, another repository
 
     @property
@@ -70,7 +76,7 @@ def world(tmp_path_factory):
     home.mkdir()
     cosign = S.Cosign(cosign_bin, home, ca.ca)
     key, pub = cosign.key_pair("ours")
-    other_key, _ = cosign.key_pair("other")
+    other_key, other_pub = cosign.key_pair("other")
     reg = R.Registry(root, tls=ca)
     try:
         release = f"{reg.host}/{RELEASE_REPO}@{R.push_image(reg, RELEASE_REPO, 'release')}"
@@ -80,7 +86,14 @@ def world(tmp_path_factory):
         default = S.mco_render(crc, S.render_component(
             kustomize, root / "overlay-default", scope, pub,
             [{"op": "remove", "path": "/spec/policy/signedIdentity"}]), release, root / "node-default")
-        yield World(reg, cert_dir, cosign, key, pub, other_key, policycheck, ours, default, release)
+        rotated_cips = S.render_component(kustomize, root / "overlay-rotated", scope, other_pub)
+        rotated = S.mco_render(crc, rotated_cips, release, root / "node-rotated")
+        both = root / "two-policies.yaml"
+        (second,) = yaml.safe_load_all(rotated_cips.read_text())
+        second["metadata"]["name"] += "-next"
+        both.write_text(root.joinpath("overlay/policies.yaml").read_text() + "---\n" + yaml.safe_dump(second))
+        two = S.mco_render(crc, both, release, root / "node-two")
+        yield World(reg, cert_dir, cosign, key, pub, other_key, policycheck, ours, default, rotated, two, release)
     finally:
         reg.stop()
 
@@ -182,3 +195,30 @@ def test_the_release_image_on_the_same_registry_is_allowed_unsigned(world):
     assert sig_tag(world.release) not in tags(world, RELEASE_REPO)
     assert world.verdict(world.release) == S.Verdict(True, "", "")
     assert world.verdict(world.release, world.default_rule).allowed
+
+
+# --- rotation (docs/signing.md, "Rotating the key") ---
+
+def test_two_policies_on_our_scope_require_both_signatures(world):
+    """Why rotation cannot add a second policy: the MCO appends both requirements to the scope
+    (getValidScopePolicies), and containers/image requires every requirement of a scope."""
+    assert len(world.two_policies.policy_json()["transports"]["docker"][world.scope]) == 2
+    image = world.push("one-key-of-two")
+    world.cosign.sign(world.key, image)
+    verdict = world.verdict(image, world.two_policies)
+    assert not verdict.allowed and verdict.error.startswith("cryptographic signature verification failed: "), verdict
+    world.cosign.sign(world.other_key, image)
+    assert world.verdict(image, world.two_policies) == S.Verdict(True, "", "")
+
+
+def test_an_image_signed_with_both_keys_passes_the_old_policy_and_the_new(world):
+    """Rotation's step 1: one attachment holds both signatures (cosign appends), and one accepted
+    signature is enough, so the nodes accept it before and after keyData changes."""
+    image = world.push("signed-with-both")
+    world.cosign.sign(world.key, image)
+    world.cosign.sign(world.other_key, image)
+    assert world.verdict(image) == S.Verdict(True, "", "")
+    assert world.verdict(image, world.rotated) == S.Verdict(True, "", "")
+    old_only = world.push("signed-with-the-old-key")
+    world.cosign.sign(world.key, old_only)
+    assert not world.verdict(old_only, world.rotated).allowed    # step 3 only once all are re-signed
