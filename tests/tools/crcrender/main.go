@@ -97,8 +97,9 @@ func readPolicies(path string) ([]*apicfgv1.ClusterImagePolicy, error) {
 	return cips, nil
 }
 
-// controllerConfig: what the role's templates need to render (the container runtime files read
-// nothing of it but the platform's presence).
+// controllerConfig: the least the role's templates need to render (GenerateMachineConfigsForRole
+// renders all of them; other templates read the API URLs and the platform). The files compared here
+// do not depend on it: the template's policy.json is static text, the rest comes from the policies.
 func controllerConfig() *mcfgv1.ControllerConfig {
 	return &mcfgv1.ControllerConfig{
 		Spec: mcfgv1.ControllerConfigSpec{
