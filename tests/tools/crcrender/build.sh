@@ -36,5 +36,6 @@ GOFLAGS=-mod=vendor go build -trimpath \
   -tags "containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
   -o "$bin.tmp" ./cmd/ocl-crc-render
 mv "$bin.tmp" "$bin"                      # atomic: a killed build leaves no half binary behind
+find "$(dirname "$bin")" -maxdepth 1 -name 'ocl-crc-render-*' ! -name "$(basename "$bin")" -delete   # earlier versions
 echo "built in $(( $(date +%s) - start ))s" >&2
 echo "$bin"
