@@ -56,6 +56,11 @@ ADMISSION = ("NamespaceLifecycle,ServiceAccount,PodSecurity,OwnerReferencesPermi
 CRDS = (F.SHARED / "schemas/machineconfigpools.crd.yaml", F.SHARED / "schemas/machineconfigs.crd.yaml",
         F.SHARED / "schemas/osimagestreams.crd.yaml", HERE / "crds/proxies.crd.yaml")
 BUILD_SCHEMA = F.SHARED / "schemas/jsonschema/build-build-v1.json"
+#: CRDs read from the MCO's source snapshot (openshift/api as it vendors it): MachineConfiguration
+#: (operator.openshift.io/v1), whose node disruption policy status a run reads (issue 39)
+MCO_SRC = F.SHARED / "mco/mco-src.tar.gz"
+MCO_SRC_CRDS = ("vendor/github.com/openshift/api/operator/v1/zz_generated.crd-manifests/"
+                "0000_80_machine-config_01_machineconfigurations.crd.yaml",)
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata"}]}
@@ -161,6 +166,8 @@ def binaries() -> Path:
     if missing:
         problem = (f"realapi needs {', '.join(missing)} in {bindir}: `make realapi` builds them from Go "
                    f"modules (needs go and the module proxy)")
+    elif not MCO_SRC.is_file():
+        problem = f"realapi needs {MCO_SRC} (the MachineConfiguration CRD)"
     elif not BUILD_SCHEMA.is_file() or not MCO_POLICIES.is_dir():
         problem = (f"realapi needs ../shared/schemas, with the MCO's policies in mco-policies/ "
                    f"(absent: {BUILD_SCHEMA if not BUILD_SCHEMA.is_file() else MCO_POLICIES})")
@@ -169,6 +176,13 @@ def binaries() -> Path:
             pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
         pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
     return bindir
+
+
+def mco_src_crds() -> list[dict[str, Any]]:
+    """MCO_SRC_CRDS, read from the tarball (never copied into the repository)."""
+    import tarfile
+    with tarfile.open(MCO_SRC) as tar:
+        return [yaml.safe_load(tar.extractfile(name).read()) for name in MCO_SRC_CRDS]
 
 
 def free_port() -> int:
@@ -325,7 +339,7 @@ class RealAPI:
         for ns in NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         deadline = time.monotonic() + 30
-        self.add_crds([yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()], deadline)
+        self.add_crds([yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()] + mco_src_crds(), deadline)
         for kind in KINDS:          # a new CRD's storage answers 429 "(re)initializing" at first
             while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
                                ok=(429,))[0] == 429:

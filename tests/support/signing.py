@@ -1,0 +1,160 @@
+"""Harness for the signing tests (issue 41, tests/realtools/test_signing.py): the real parts that
+decide whether a node may run an image, each built once into ~/.cache/ocl-reconciler by its
+tests/tools/*/build.sh (`make cosign policycheck crcrender`):
+
+- sigstore's `cosign` v2.4.1, which signs (tests/tools/cosign);
+- `ocl-crc-render`, the MCO's own container-runtime-config code, which turns ClusterImagePolicies
+  into the node's /etc/containers/policy.json and registries.d (tests/tools/crcrender);
+- `policycheck`, containers/image v5.42.1's verdict on an image under those files, signatures
+  fetched from the registry as CRI-O and skopeo fetch them (tests/tools/policycheck).
+
+Where a part cannot be had (no Go, no ../shared/mco) the tests skip saying why; with
+OCL_COSIGN=require (.ci/run) a missing tool fails them; ../shared absent always skips (its rule)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import factory as F
+
+REQUIRE = "OCL_COSIGN"
+TOOLS = F.ROOT / "tests/tools"
+MCO_SRC = F.SHARED / "mco/mco-src.tar.gz"
+DOC = F.ROOT / "docs/signing.md"
+#: cosign's key files are encrypted with this (cosign generate-key-pair reads COSIGN_PASSWORD)
+KEY_PASSWORD = "test-only-key-password"
+
+
+def missing(problem: str) -> None:
+    if os.environ.get(REQUIRE) == "require":
+        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
+    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+
+
+def tool(name: str) -> Path:
+    """The path a tests/tools/<name>/build.sh prints: at once when cached (make builds it before
+    the tests), else it builds (needs go and the module proxy), else skip/fail saying why."""
+    if name == "crcrender" and not MCO_SRC.is_file():
+        pytest.skip(f"{MCO_SRC} is absent: the MCO's container-runtime-config code renders the policy")
+    result = subprocess.run(["bash", str(TOOLS / name / "build.sh")], capture_output=True, text=True,
+                            timeout=1800, env=dict(os.environ, OCL_MCO_SRC=str(MCO_SRC)))
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        missing(f"`make {name}` could not build it: {last}")
+    out = Path(result.stdout.strip().splitlines()[-1])
+    return out / name if name in ("cosign", "kustomize") else out    # those print their folder
+
+
+@dataclass
+class Cosign:
+    """cosign run with a CA it trusts for the registry (Go's SSL_CERT_FILE) and a HOME of its own."""
+    binary: Path
+    home: Path
+    ca: Path
+
+    def run(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
+               "COSIGN_PASSWORD": KEY_PASSWORD, "SSL_CERT_FILE": str(self.ca),
+               "DOCKER_CONFIG": str(self.home / ".docker"), "TUF_ROOT": str(self.home / ".sigstore")}
+        result = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env,
+                                cwd=cwd or self.home, timeout=300)
+        if result.returncode != 0:
+            raise AssertionError(f"cosign {' '.join(args)} failed: {result.stderr[-2000:]}")
+        return result
+
+    def key_pair(self, prefix: str) -> tuple[Path, Path]:
+        """`cosign generate-key-pair`: (the encrypted private key, the PEM public key)."""
+        self.run("generate-key-pair", "--output-key-prefix", prefix)
+        return self.home / f"{prefix}.key", self.home / f"{prefix}.pub"
+
+    def sign(self, key: Path, image: str, *extra: str) -> None:
+        """Sign a digested reference with a key and no transparency log (issue 41: no network)."""
+        self.run("sign", "--key", str(key), "--tlog-upload=false", "--yes", *extra, image)
+
+
+def doc_block() -> str:
+    """docs/signing.md's one ```sh block: the administrator's overlay steps."""
+    import re
+    (block,) = re.findall(r"^```sh\n(.*?)^```", DOC.read_text(), re.S | re.M)
+    return block
+
+
+def render_component(kustomize: Path, root: Path, scope: str, public_key: Path,
+                     extra_patch: list[dict[str, Any]] | None = None) -> Path:
+    """The administrator's overlay as docs/signing.md makes it, run as written with the real
+    kustomize: built on kustomize/overlays/openshift, the Component added, their repository and
+    public key patched in (`extra_patch`: one more `kustomize edit add patch`). Returns a file of
+    the ClusterImagePolicies it renders (the MCO's controller reads only those)."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(public_key, root / "cosign.pub")
+    ocl = os.path.relpath(F.ROOT, root)
+    env = {"PATH": f"{kustomize.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(root),
+           "OCL": ocl, "REPOSITORY": scope}
+
+    def sh(script: str) -> str:
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"{script}\n{out.stderr}"
+        return out.stdout
+    sh('kustomize create --resources "$OCL/kustomize/overlays/openshift"')
+    if extra_patch:
+        sh(f"kustomize edit add patch --group config.openshift.io --kind ClusterImagePolicy "
+           f"--patch '{json.dumps(extra_patch)}'")
+    sh(doc_block())
+    docs = [d for d in yaml.safe_load_all((root / "rendered.yaml").read_text()) if d]
+    policies = [d for d in docs if d["kind"] == "ClusterImagePolicy"]
+    (root / "policies.yaml").write_text(yaml.safe_dump_all(policies))
+    return root / "policies.yaml"
+
+
+@dataclass
+class NodeFiles:
+    """What the MCO's controller wrote for the pool: the node's policy.json and registries.d."""
+    root: Path
+
+    @property
+    def policy(self) -> Path:
+        return self.root / "etc/containers/policy.json"
+
+    @property
+    def registries_d(self) -> Path:
+        return self.root / "etc/containers/registries.d"
+
+    def policy_json(self) -> dict[str, Any]:
+        return json.loads(self.policy.read_text())
+
+
+def mco_render(binary: Path, policies: Path, release_image: str, out: Path) -> NodeFiles:
+    """ocl-crc-render: the controller's own code (registriesConfigIgnition) for the worker role."""
+    tree = binary.parent.parent
+    result = subprocess.run([str(binary), "--policies", str(policies), "--release-image", release_image,
+                             "--out", str(out), "--templates", str(tree / "templates")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return NodeFiles(out)
+
+
+@dataclass
+class Verdict:
+    allowed: bool
+    error: str
+    error_type: str
+
+
+def policycheck(binary: Path, files: NodeFiles, image: str, cert_dir: Path) -> Verdict:
+    """containers/image's decision for `docker://image` under the node's files."""
+    result = subprocess.run([str(binary), "--policy", str(files.policy), "--registries-d",
+                             str(files.registries_d), "--image", f"docker://{image}", "--cert-dir",
+                             str(cert_dir)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    return Verdict(out["allowed"], out["error"], out.get("errorType", ""))
