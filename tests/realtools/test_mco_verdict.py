@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -34,7 +35,7 @@ def mc(name: str, files: dict[str, str] | None = None, image: str = BASE, units:
        **spec: Any) -> dict[str, Any]:
     return {"apiVersion": f"{F.MCO}/v1", "kind": "MachineConfig", "metadata": {"name": name},
             "spec": {"osImageURL": image, "config": {"ignition": {"version": "3.5.0"},
-                     "storage": {"files": [{"path": p, "mode": 420, "contents": {"source": f"data:,{c}"}}
+                     "storage": {"files": [{"path": p, "mode": 420, "contents": {"source": "data:," + quote(c)}}
                                            for p, c in (files or {}).items()]},
                      "systemd": {"units": [{"name": n, "enabled": True, "contents": c}
                                            for n, c in (units or {}).items()]}}, **spec}}
