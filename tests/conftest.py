@@ -143,13 +143,15 @@ def mco_installed(server):
 
 
 @pytest.fixture
-def mco(mco_installed, real, tmp_path):
+def mco(mco_installed, real, tmp_path, monkeypatch):
     """The real controllers for one test, started after `real` reset the server and always stopped
     (a failing test too). One process per test, not per worker: reset() deletes every pool, Node and
     MachineConfig under a running controller, and the other realapi modules of the worker must not
     have it acting on their pools."""
     from tests.support import mcoreal
     mco_installed.streams()
+    create = type(real.api).create
+    monkeypatch.setattr(type(real.api), "create", lambda api, obj: create(api, mcoreal.as_created(obj)))
     controllers = mcoreal.Controllers(mco_installed, tmp_path).start()
     try:
         yield mcoreal.Cluster(controllers, mcoreal.Daemon(mco_installed, tmp_path))

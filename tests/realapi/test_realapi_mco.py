@@ -60,7 +60,7 @@ def test_the_controllers_render_roll_out_and_the_daemon_rule_decides_reboots(rea
     assert {tuple(m.verdict["files"]) for m in moves} == {("/etc/motd",)}
 
     # the kubelet's pull secret: the built-in policy is None (apihelpers defaultClusterPolicies)
-    real.api.create(source_mc("99-worker-auth", "worker", {"/var/lib/kubelet/config.json": "{}"}))
+    real.api.create(source_mc("99-worker-auth", "worker", {"/var/lib/kubelet/config.json": "auth"}))
     moves = mco.settle()
     assert moves.per_node() == dict.fromkeys(NODES, 1) and moves.reboots == 0
     assert {tuple(a["type"] for a in m.verdict["actions"]) for m in moves} == {("None",)}
@@ -78,12 +78,20 @@ def test_the_controllers_render_roll_out_and_the_daemon_rule_decides_reboots(rea
 
 
 def test_a_render_failure_is_the_real_controllers_message(real, mco):
-    """A MachineConfig whose Ignition does not parse: RenderDegraded with the controller's own words."""
+    """A MachineConfig whose Ignition does not parse: RenderDegraded with the controller's own words
+    (render_controller.go `syncFailingStatus` "Failed to render configuration for pool %s: %v",
+    `syncGeneratedMachineConfig` "could not generate rendered MachineConfig: %w", helpers.go
+    `IgnParseWrapper` "parsing Ignition config failed: unknown version. ..."): it does not name the
+    MachineConfig, and the pool keeps its last rendered config."""
     seed_pool(real)
     mco.settle()
+    before = target(real)
     bad = source_mc("99-worker-bad", "worker")
     bad["spec"]["config"] = {"ignition": {"version": "9.9.9"}}
     real.api.create(bad)
     mco.settle()
     degraded = next(c for c in real.pool()["status"]["conditions"] if c["type"] == "RenderDegraded")
-    assert degraded["status"] == "True" and "99-worker-bad" in degraded["message"], degraded
+    assert degraded["status"] == "True" and degraded["message"].startswith(
+        "Failed to render configuration for pool worker: could not generate rendered MachineConfig: "
+        "parsing Ignition config failed: unknown version. Supported spec versions: "), degraded
+    assert target(real) == before

@@ -52,6 +52,7 @@ MCO = F.MCO
 DESIRED, CURRENT, STATE, REASON = (f"{MCO}/desiredConfig", f"{MCO}/currentConfig", f"{MCO}/state",
                                    f"{MCO}/reason")
 RELEASE_IMAGE_VERSION = f"{MCO}/release-image-version"    # ctrlcommon.ReleaseImageVersionAnnotationKey
+KUBELET_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
 RENDER_DELAY = 5.0                                         # render_controller.go renderDelay
 #: the CRDs the two controllers' informers list (by metadata.name), beyond those realserver serves
 CRDS = ("controllerconfigs.machineconfiguration.openshift.io",
@@ -113,9 +114,10 @@ def harness() -> Path:
     return binary
 
 
-def version(binary: Path) -> str:
-    return subprocess.run([str(binary), "version"], capture_output=True, text=True, check=True,
-                          timeout=30).stdout.strip()
+def version(binary: Path) -> dict[str, str]:
+    """{"hash": pkg/version.Hash, "raw": pkg/version.Raw} of the built harness."""
+    return json.loads(subprocess.run([str(binary), "version"], capture_output=True, text=True, check=True,
+                                     timeout=30).stdout)
 
 
 def default_policies(binary: Path) -> dict[str, Any]:
@@ -146,8 +148,10 @@ def crds(src: Path) -> list[dict[str, Any]]:
 
 
 # what the controllers read ----------------------------------------------------------------------
-def controller_config(base_image: str = F.BASE) -> dict[str, Any]:
-    """The ControllerConfig the operator writes (only what its CRD requires, and the base images)."""
+def controller_config(raw_version: str, base_image: str = F.BASE) -> dict[str, Any]:
+    """The ControllerConfig the operator writes (only what its CRD requires, and the base images),
+    annotated with the operator's version: the render controller ignores it otherwise
+    (`generateRenderedMachineConfig`, "ignoring controller config generated without ...")."""
     infra = {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": {"name": "cluster"},
              "spec": {"cloudConfig": {"name": ""}, "platformSpec": {"type": "None"}},
              "status": {"platform": "None", "platformStatus": {"type": "None"},
@@ -155,15 +159,16 @@ def controller_config(base_image: str = F.BASE) -> dict[str, Any]:
                         "infrastructureName": "ocl-test", "apiServerURL": "https://127.0.0.1:6443",
                         "apiServerInternalURI": "https://127.0.0.1:6443", "etcdDiscoveryDomain": ""}}
     return {"apiVersion": f"{MCO}/v1", "kind": "ControllerConfig",
-            "metadata": {"name": "machine-config-controller"},
+            "metadata": {"name": "machine-config-controller",
+                         "annotations": {f"{MCO}/generated-by-version": raw_version}},
             "spec": {"additionalTrustBundle": None, "baseOSContainerImage": base_image,
                      "baseOSExtensionsContainerImage": "", "cloudProviderCAData": None,
                      "cloudProviderConfig": "", "clusterDNSIP": "10.0.0.10",
                      "dns": {"apiVersion": "config.openshift.io/v1", "kind": "DNS", "metadata": {"name": "cluster"},
                              "spec": {"baseDomain": "example.com"}, "status": {}},
                      "images": {}, "infra": infra, "ipFamilies": "IPv4",
-                     "kubeAPIServerServingCAData": "", "network": None, "proxy": None,
-                     "releaseImage": "quay.io/ocp/release@sha256:" + "c" * 64, "rootCAData": ""}}
+                     "kubeAPIServerServingCAData": "b2NsLXRlc3Q=", "network": None, "proxy": None,
+                     "releaseImage": "quay.io/ocp/release@sha256:" + "c" * 64, "rootCAData": "b2NsLXRlc3Q="}}
 
 
 def stream_status(base_image: str = F.BASE) -> dict[str, Any]:
@@ -178,7 +183,8 @@ class Installed:
 
     def __init__(self, api: Any, binary: Path):
         self.api, self.binary = api, binary
-        self.version = version(binary)
+        self.versions = version(binary)
+        self.version = self.versions["hash"]
         self.policies = default_policies(binary)
         api.add_crds([c for c in crds(cache_dir() / "src")
                       if api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
@@ -187,7 +193,7 @@ class Installed:
         self._machine_configuration()
 
     def _controller_config(self) -> None:
-        status, cc = self.api.request("POST", CC_PATH, controller_config(), ok=(409,))
+        status, cc = self.api.request("POST", CC_PATH, controller_config(self.versions["raw"]), ok=(409,))
         if status == 409:
             cc = self.api.request("GET", f"{CC_PATH}/machine-config-controller")[1]
         cc["status"] = {"observedGeneration": cc["metadata"].get("generation", 1), "conditions": [
@@ -335,15 +341,24 @@ class Daemon:
                          content_type="application/strategic-merge-patch+json")
 
     def ready(self, node: dict[str, Any]) -> None:
-        """The kubelet's Ready condition (the node controller counts only ready nodes as available)."""
+        """What a kubelet gives its Node: the annotation it registers with (kubelet_node_status.go;
+        the node controller writes node.Annotations[...] without making the map,
+        `setClusterConfigAnnotation`, and panics on a Node without annotations) and the Ready
+        condition (the node controller counts only ready nodes as available)."""
+        if KUBELET_ANNOTATION not in _ann(node):
+            self._patch(_name(node), {KUBELET_ANNOTATION: "true"})
         conditions = (node.get("status") or {}).get("conditions") or []
         if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
             return
-        node = copy.deepcopy(node)
+        node = copy.deepcopy(self.api.get("Node", "", _name(node)))
         node.setdefault("status", {})["conditions"] = [
             {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
              "lastHeartbeatTime": "2026-11-29T12:00:00Z", "lastTransitionTime": "2026-11-29T12:00:00Z"}]
         self.api.request("PUT", self.api.path("Node", "", _name(node)) + "/status", node)
+
+    def _pool(self, node: dict[str, Any]) -> str:
+        """The pool whose rendered config the node's desiredConfig names (rendered-<pool>-<hash>)."""
+        return _ann(node).get(DESIRED, "").removeprefix("rendered-").rpartition("-")[0]
 
     def boot(self) -> list[str]:
         """Nodes the daemon never ran on: ready, and currentConfig = desiredConfig = the rendered
@@ -361,9 +376,32 @@ class Daemon:
                 if want and all(labels.get(k) == v for k, v in want.items()) and \
                         self.api.get("MachineConfig", "", target) and target.startswith("rendered-"):
                     self._patch(_name(node), {CURRENT: target, DESIRED: target, STATE: "Done"})
+                    self.machine_config_node(_name(node), _name(pool), target, target)
                     booted.append(_name(node))
                     break
         return booted
+
+    def machine_config_node(self, node: str, pool: str, current: str, desired: str) -> None:
+        """The node's MachineConfigNode as the daemon leaves it after an update
+        (pkg/upgrademonitor/upgrade_monitor.go `GenerateAndApplyMachineConfigNodes`): spec.configVersion
+        the desired config, status.configVersion current and desired, and the conditions the node
+        controller reads (`calculateStatus`, node/status.go: Updated True counts the machine as updated
+        where ImageModeStatusReporting is on; NodeDegraded True counts it degraded)."""
+        conditions = [
+            {"type": t, "status": v, "reason": t, "message": "", "lastTransitionTime": "2026-11-29T12:00:00Z"}
+            for t, v in (("Updated", "True" if current == desired else "False"), ("UpdatePrepared", "False"),
+                         ("UpdateExecuted", "False"), ("UpdatePostActionComplete", "False"),
+                         ("UpdateComplete", "False"), ("Resumed", "False"), ("NodeDegraded", "False"))]
+        body = {"apiVersion": f"{MCO}/v1", "kind": "MachineConfigNode", "metadata": {"name": node},
+                "spec": {"node": {"name": node}, "pool": {"name": pool}, "configVersion": {"desired": desired}}}
+        status, live = self.api.request("GET", f"{MCN_PATH}/{node}", ok=(404,))
+        if status == 404:
+            live = self.api.request("POST", MCN_PATH, body)[1]
+        elif live["spec"] != body["spec"]:
+            live = self.api.request("PUT", f"{MCN_PATH}/{node}", dict(live, spec=body["spec"]))[1]
+        live["status"] = {"observedGeneration": live["metadata"].get("generation", 1), "conditions": conditions,
+                          "configVersion": {"current": current, "desired": desired}}
+        self.api.request("PUT", f"{MCN_PATH}/{node}/status", live)
 
     def verdicts(self, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
         """The real daemon's verdicts (`ocl-mco-harness verdict --pairs`) for these moves, with the
@@ -386,12 +424,14 @@ class Daemon:
             ann = _ann(node)
             desired, current = ann.get(DESIRED, ""), ann.get(CURRENT, "")
             if desired and current and desired != current and desired in mcs and current in mcs:
-                pending.append((_name(node), current, desired))
-        verdicts = self.verdicts([(mcs[c], mcs[d]) for _, c, d in pending])
+                pending.append((_name(node), current, desired, self._pool(node)))
+        verdicts = self.verdicts([(mcs[c], mcs[d]) for _, c, d, _ in pending])
         done = []
-        for (node, current, desired), verdict in zip(pending, verdicts, strict=True):
+        for (node, current, desired, pool), verdict in zip(pending, verdicts, strict=True):
             self._patch(node, {STATE: "Working"})
+            self.machine_config_node(node, pool, current, desired)
             self._patch(node, {CURRENT: desired, STATE: "Done", REASON: ""})
+            self.machine_config_node(node, pool, desired, desired)
             done.append(Move(node, current, desired, mcs[current]["spec"].get("osImageURL", ""),
                              mcs[desired]["spec"].get("osImageURL", ""), verdict))
         if moves is not None:
@@ -426,7 +466,7 @@ class Unsettled(AssertionError):
 
 
 def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float = 90,
-           quiet: float = 1.0) -> Moves:
+           quiet: float = 1.0, alive: Any = lambda: True) -> Moves:
     """Let the real controllers and the played daemon run until nothing changes: no node pending, no
     change for `quiet` seconds, and at least the render delay since a source MachineConfig last
     changed (the render controller renders `RENDER_DELAY` after it sees one). Returns the moves."""
@@ -436,6 +476,8 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
     changed = sources_changed = time.monotonic()
     first = True
     while time.monotonic() < deadline:
+        if not alive():
+            raise Unsettled("the MCO's controllers exited")
         daemon.boot()
         if daemon.step(moves):
             changed = time.monotonic()
@@ -452,6 +494,21 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
 
 
+def as_created(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as it is created on a cluster where the MCO runs: a Node as its kubelet registers
+    it (with the kubelet's annotation: the node controller writes node.Annotations[...] without
+    making the map, `setClusterConfigAnnotation` in node_controller.go, and a Node without
+    annotations panics it), a MachineConfigPool as an administrator writes it (no
+    spec.configuration: the render controller sets it)."""
+    obj = copy.deepcopy(obj)
+    md = obj.setdefault("metadata", {})
+    if obj.get("kind") == "Node":
+        md["annotations"] = {KUBELET_ANNOTATION: "true", **(md.get("annotations") or {})}
+    if obj.get("kind") == "MachineConfigPool":
+        (obj.get("spec") or {}).pop("configuration", None)
+    return obj
+
+
 @dataclass
 class Cluster:
     """A test's view of the MCO: the controllers' process and the played daemon."""
@@ -460,6 +517,7 @@ class Cluster:
 
     def settle(self, moves: Moves | None = None, timeout: float = 90) -> Moves:
         try:
-            return settle(self.daemon.api, self.daemon, moves, timeout)
+            return settle(self.daemon.api, self.daemon, moves, timeout,
+                          alive=lambda: self.controllers.proc is not None and self.controllers.proc.poll() is None)
         except Unsettled as err:
             raise Unsettled(f"{err}; the controllers' log: {self.controllers.tail()}") from None

@@ -80,9 +80,10 @@ Commands:
       empty spec (apihelpers.MergeClusterPolicies).
 
   version
-      Prints the controller version hash (pkg/version.Hash) this binary was built with: the
-      OSImageStream "cluster" must carry it as machineconfiguration.openshift.io/release-image-version
-      and MCO-generated MachineConfigs as generated-by-controller-version.
+      Prints {"hash": pkg/version.Hash, "raw": pkg/version.Raw} as this binary was built: the
+      OSImageStream "cluster" must carry the hash as machineconfiguration.openshift.io/release-image-version
+      and MCO-generated MachineConfigs as generated-by-controller-version; the ControllerConfig
+      carries raw as machineconfiguration.openshift.io/generated-by-version.
 
 Exit codes: 0 done, 1 error (one line on stderr), 2 usage.
 `
@@ -99,7 +100,7 @@ func main() {
 	case "verdict":
 		err = verdictCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "version":
-		fmt.Println(version.Hash)
+		err = json.NewEncoder(os.Stdout).Encode(map[string]string{"hash": version.Hash, "raw": version.Raw})
 	case "policies":
 		err = json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(opv1.NodeDisruptionPolicyConfig{}))
 	case "help", "-h", "--help":
