@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -466,15 +467,19 @@ class Unsettled(AssertionError):
 
 
 def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float = 90,
-           quiet: float = 1.0, alive: Any = lambda: True) -> Moves:
+           quiet: float = 1.0, alive: Any = lambda: True, seen: list[str] | None = None) -> Moves:
     """Let the real controllers and the played daemon run until nothing changes: no node pending, no
     change for `quiet` seconds, and at least the render delay since a source MachineConfig last
-    changed (the render controller renders `RENDER_DELAY` after it sees one). Returns the moves."""
+    changed (the render controller renders `RENDER_DELAY` after it sees one). `seen`: the source
+    MachineConfigs as the last settle left them (a one-item list, updated): when they are the same,
+    nothing waits for the render delay. Returns the moves."""
     moves = moves if moves is not None else Moves()
     deadline = time.monotonic() + timeout
     state, sources = _fingerprint(api)
     changed = sources_changed = time.monotonic()
-    first = True
+    first = not seen or seen[0] != sources
+    if not first:
+        sources_changed = -math.inf
     while time.monotonic() < deadline:
         if not alive():
             raise Unsettled("the MCO's controllers exited")
@@ -489,6 +494,8 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
         if now_state != state:
             state, changed = now_state, now
         if now - changed >= quiet and now - sources_changed >= RENDER_DELAY + quiet:
+            if seen is not None:
+                seen[:] = [sources]
             return moves
         time.sleep(0.2)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
@@ -514,10 +521,11 @@ class Cluster:
     """A test's view of the MCO: the controllers' process and the played daemon."""
     controllers: Controllers
     daemon: Daemon
+    seen: list[str] = field(default_factory=list)
 
     def settle(self, moves: Moves | None = None, timeout: float = 90) -> Moves:
         try:
-            return settle(self.daemon.api, self.daemon, moves, timeout,
+            return settle(self.daemon.api, self.daemon, moves, timeout, seen=self.seen,
                           alive=lambda: self.controllers.proc is not None and self.controllers.proc.poll() is None)
         except Unsettled as err:
             raise Unsettled(f"{err}; the controllers' log: {self.controllers.tail()}") from None
