@@ -325,3 +325,44 @@ def test_a_delete_of_what_is_no_longer_ours_is_refused_and_the_machineconfig_kep
         "stray MachineConfig ocl-osimageurl-worker: it lacks our label app.kubernetes.io/managed-by=ocl-reconciler; "
         "the reconciler did not write it"], err
     assert ours(real)["metadata"]["uid"] == kept["metadata"]["uid"]
+
+
+def test_the_rollout_check_reads_the_real_node_controllers_status(component, real, mco, tmp_path):
+    """`status`'s ROLLOUT column from the pool status the real node controller writes: with
+    maxUnavailable 1 and one daemon finishing while the next node it targets is still updating (the
+    played daemon holds it), `1/3 nodes` (status.go `calculateStatus`: updatedMachineCount counts
+    nodes done on the pool's target); then `rolled out` (status.configuration follows
+    spec.configuration once all are updated); then `render failed` once a MachineConfig does not
+    parse (RenderDegraded True, render_controller.go `syncFailingStatus`), also a preflight problem."""
+    from tests.support import realbuild as R
+    from tests.unit.test_rollout import columns
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        for i in (1, 2):                                     # seed makes worker-0
+            real.api.create(F.node(f"worker-{i}", "worker"))
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco=mco)
+        mco.daemon.limit = 1
+        build(real, R, reg, "a")
+        mco.settle()
+        assert real.run()[0] == 0
+        code, out, err = real.cli("status")
+        assert code == 0 and columns(out)["worker"]["ROLLOUT"] == "1/3 nodes", out + err
+        mco.daemon.limit = None
+        mco.settle()
+        assert real.run()[0] == 0
+        code, out, err = real.cli("status")
+        assert code == 0 and columns(out)["worker"]["ROLLOUT"] == "rolled out", out + err
+
+        bad = source_mc("99-worker-bad", "worker")
+        bad["spec"]["config"] = {"ignition": {"version": "9.9.9"}}
+        real.api.create(bad)
+        mco.settle()
+        real.run()
+        code, out, err = real.cli("status")
+        assert columns(out)["worker"]["ROLLOUT"] == "render failed", out + err
+        code, out, err = real.cli("preflight", "-o", "json")
+        found = [line["message"] for line in json.loads(out) if "RenderDegraded" in line["message"]]
+        assert found and "parsing Ignition config failed: unknown version" in found[0], out
+    finally:
+        reg.stop()

@@ -336,6 +336,9 @@ class Daemon:
     def __init__(self, installed: Installed, tmp: Path):
         self.installed, self.api, self.tmp = installed, installed.api, tmp
         self.kubeconfig = installed.api.kubeconfig(tmp / "daemon.kubeconfig")
+        #: how many more moves the daemons make (None: all): a node beyond it stays on its current
+        #: config, targeted but not done, as a node still draining or rebooting
+        self.limit: int | None = None
 
     def _patch(self, node: str, annotations: dict[str, str | None]) -> None:
         self.api.request("PATCH", self.api.path("Node", "", node), {"metadata": {"annotations": annotations}},
@@ -426,6 +429,8 @@ class Daemon:
             desired, current = ann.get(DESIRED, ""), ann.get(CURRENT, "")
             if desired and current and desired != current and desired in mcs and current in mcs:
                 pending.append((_name(node), current, desired, self._pool(node)))
+        if self.limit is not None:
+            pending, self.limit = pending[:self.limit], max(0, self.limit - len(pending))
         verdicts = self.verdicts([(mcs[c], mcs[d]) for _, c, d, _ in pending])
         done = []
         for (node, current, desired, pool), verdict in zip(pending, verdicts, strict=True):
