@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.support import factory as F
-from tests.support import mcoreal, mcorender
 from tests.support import mconode as N
+from tests.support import mcoreal, mcorender
 from tests.unit.test_rollout import mco_pool, source_mc
 
 pytestmark = pytest.mark.realapi
@@ -139,14 +139,6 @@ def summary(objects: list[dict[str, Any]], moves: dict[str, int], os_changes: in
     return out
 
 
-def apply(step, create, merge):
-    for change in step:
-        if change[0] == "create":
-            create(copy.deepcopy(change[1]))
-        else:
-            merge(*change[1:])
-
-
 def on_imitation(objects, streams, steps):
     """The imitations on a snapshot: render, first boot, then `mconode.settle` after each step."""
     items = [mcoreal.as_created(o) for o in copy.deepcopy(objects)]
@@ -157,10 +149,12 @@ def on_imitation(objects, streams, steps):
     items, _ = N.settle(items)
     out = []
     for step in steps:
-        def merge(kind, name, patch):
-            obj = next(o for o in items if o["kind"] == kind and o["metadata"]["name"] == name)
-            obj["spec"].update(patch)
-        apply(step, lambda obj: items.append(mcoreal.as_created(obj)), merge)
+        for change in copy.deepcopy(step):
+            if change[0] == "create":
+                items.append(mcoreal.as_created(change[1]))
+            else:
+                kind, name, patch = change[1:]
+                next(o for o in items if o["kind"] == kind and o["metadata"]["name"] == name)["spec"].update(patch)
         counter = N.Counter()
         items, counter = N.settle(items, counter=counter)
         out.append(summary(items, counter.per_node(), counter.os_changes))
@@ -175,9 +169,13 @@ def on_real(real, mco, objects, streams, steps):
     mco.settle()
     out = []
     for step in steps:
-        def merge(kind, name, patch):
-            api.request("PATCH", api.path(kind, "", name), {"spec": patch}, content_type="application/merge-patch+json")
-        apply(step, api.create, merge)
+        for change in copy.deepcopy(step):
+            if change[0] == "create":
+                api.create(change[1])
+            else:
+                kind, name, patch = change[1:]
+                api.request("PATCH", api.path(kind, "", name), {"spec": patch},
+                            content_type="application/merge-patch+json")
         moves = mco.settle()
         live = [*api.list("MachineConfigPool"), *api.list("MachineConfig"), *api.list("Node")]
         out.append(summary(live, moves.per_node(), moves.os_changes))
