@@ -35,7 +35,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ import pytest
 import yaml
 
 from tests.support import factory as F
+from tests.support import mconode as N
 
 #: .ci/run sets OCL_MCO=require: a missing harness then fails the suite instead of skipping it
 REQUIRE = "OCL_MCO"
@@ -293,30 +293,13 @@ class Move:
         return self.from_image != self.to_image
 
 
-@dataclass
-class Moves:
-    """Every move the played daemon made, in order."""
-    moves: list[Move] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Move]:
-        return iter(self.moves)
-
-    def __len__(self) -> int:
-        return len(self.moves)
-
-    def per_node(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for m in self.moves:
-            out[m.node] = out.get(m.node, 0) + 1
-        return out
+class Moves(N.Counter):
+    """Every move the played daemon made, in order (`updates`), counted as mconode's counter counts
+    the imitation's, and the reboots the real daemon's rule gives them."""
 
     @property
     def reboots(self) -> int:
-        return sum(m.reboot for m in self.moves)
-
-    @property
-    def os_changes(self) -> int:
-        return sum(m.os_changed for m in self.moves)
+        return sum(m.reboot for m in self.updates)
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -441,7 +424,7 @@ class Daemon:
             done.append(Move(node, current, desired, mcs[current]["spec"].get("osImageURL", ""),
                              mcs[desired]["spec"].get("osImageURL", ""), verdict))
         if moves is not None:
-            moves.moves.extend(done)
+            moves.updates.extend(done)
         return done
 
 
@@ -467,6 +450,14 @@ def _fingerprint(api: Any) -> tuple[str, str]:
             json.dumps(sorted((_name(m), m["metadata"].get("generation")) for m in sources)))
 
 
+def observed(api: Any) -> bool:
+    """The node controller has synced every pool since its last spec change: it writes
+    status.observedGeneration = metadata.generation on each sync (status.go `calculateStatus`), so
+    an unpause, a pause or a new rendered config is not taken for "nothing to do" before it acted."""
+    return all((p.get("status") or {}).get("observedGeneration") == p["metadata"].get("generation")
+               for p in api.list("MachineConfigPool") if (p["spec"].get("configuration") or {}).get("name"))
+
+
 class Unsettled(AssertionError):
     """The controllers and the played daemon kept changing things."""
 
@@ -474,8 +465,9 @@ class Unsettled(AssertionError):
 def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float = 90,
            quiet: float = 1.0, alive: Any = lambda: True, seen: list[str] | None = None) -> Moves:
     """Let the real controllers and the played daemon run until nothing changes: no node pending, no
-    change for `quiet` seconds, and at least the render delay since a source MachineConfig last
-    changed (the render controller renders `RENDER_DELAY` after it sees one). `seen`: the source
+    change for `quiet` seconds, every pool's generation observed by the node controller, and at least
+    the render delay since a source MachineConfig last changed (the render controller renders
+    `RENDER_DELAY` after it sees one). `seen`: the source
     MachineConfigs as the last settle left them (a one-item list, updated): when they are the same,
     nothing waits for the render delay. Returns the moves."""
     moves = moves if moves is not None else Moves()
@@ -498,7 +490,7 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
             first = False
         if now_state != state:
             state, changed = now_state, now
-        if now - changed >= quiet and now - sources_changed >= RENDER_DELAY + quiet:
+        if now - changed >= quiet and now - sources_changed >= RENDER_DELAY + quiet and observed(api):
             if seen is not None:
                 seen[:] = [sources]
             return moves
