@@ -95,3 +95,51 @@ def test_a_render_failure_is_the_real_controllers_message(real, mco):
         "Failed to render configuration for pool worker: could not generate rendered MachineConfig: "
         "parsing Ignition config failed: unknown version. Supported spec versions: "), degraded
     assert target(real) == before
+
+
+def set_updated(api, node, value):
+    mcn = api.request("GET", f"{mcoreal.MCN_PATH}/{node}")[1]
+    for c in mcn["status"]["conditions"]:
+        if c["type"] == "Updated":
+            c["status"] = value
+    api.request("PUT", f"{mcoreal.MCN_PATH}/{node}/status", mcn)
+
+
+def updated_count(real, want, timeout=20):
+    """The pool's updatedMachineCount once it is `want` (the node controller re-syncs the pool on a
+    MachineConfigNode's update), or what it is after `timeout` seconds."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        got = real.pool()["status"]["updatedMachineCount"]
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("feature_set", ["Default", "TechPreviewNoUpgrade"])
+def test_updated_machines_come_from_the_machineconfignodes_only_with_image_mode_status_reporting(
+        real, mco, tmp_path, feature_set):
+    """status.go `calculateStatus`: with the ImageModeStatusReporting gate (TechPreviewNoUpgrade, not
+    Default) a machine is updated when its MachineConfigNode's Updated condition is True and its
+    status.configVersion.desired is the pool's config (`IsMachineUpdatedMCN`); without it, from the
+    Node's annotations (`GetMachinesByState`). The played daemon writes both; a MachineConfigNode
+    that says Updated False counts only with the gate."""
+    controllers = mco.controllers
+    if feature_set != "Default":
+        controllers.stop()
+        controllers = mcoreal.Controllers(mco.daemon.installed, tmp_path, feature_set).start()
+    try:
+        cluster = mcoreal.Cluster(controllers, mco.daemon)
+        seed_pool(real)
+        cluster.settle()
+        assert real.pool()["status"]["updatedMachineCount"] == 3
+        set_updated(real.api, "worker-0", "False")
+        # with the gate the count drops to 2; without, it stays 3 (given 3 s to drop, as the gate's does
+        # within a second)
+        expected = 2 if feature_set == "TechPreviewNoUpgrade" else 3
+        assert updated_count(real, 2, timeout=20 if expected == 2 else 3) == expected
+        set_updated(real.api, "worker-0", "True")
+        assert updated_count(real, 3) == 3
+    finally:
+        controllers.stop()

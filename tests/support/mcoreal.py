@@ -30,12 +30,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -229,16 +228,16 @@ class Controllers:
 
     READY = ("Starting MachineConfigController-RenderController", "Starting MachineConfigController-NodeController")
 
-    def __init__(self, installed: Installed, root: Path):
-        self.installed, self.root = installed, root
-        self.log = root / "ocl-mco-harness.log"
+    def __init__(self, installed: Installed, root: Path, feature_set: str = "Default"):
+        self.installed, self.root, self.feature_set = installed, root, feature_set
+        self.log = root / f"ocl-mco-harness-{feature_set}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> Controllers:
         kubeconfig = self.installed.api.kubeconfig(self.root / "mco.kubeconfig")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen([str(self.installed.binary), "run", "--kubeconfig", kubeconfig,
-                                          "--update-delay", "200ms"],
+                                          "--update-delay", "200ms", "--feature-set", self.feature_set],
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         try:
@@ -463,20 +462,16 @@ class Unsettled(AssertionError):
 
 
 def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float = 90,
-           quiet: float = 1.0, alive: Any = lambda: True, seen: list[str] | None = None) -> Moves:
+           quiet: float = 1.0, alive: Any = lambda: True) -> Moves:
     """Let the real controllers and the played daemon run until nothing changes: no node pending, no
     change for `quiet` seconds, every pool's generation observed by the node controller, and at least
-    the render delay since a source MachineConfig last changed (the render controller renders
-    `RENDER_DELAY` after it sees one). `seen`: the source
-    MachineConfigs as the last settle left them (a one-item list, updated): when they are the same,
-    nothing waits for the render delay. Returns the moves."""
+    the render delay since this call or since a source MachineConfig last changed (the render
+    controller syncs a pool `RENDER_DELAY` after any event of its pools or MachineConfigs: a caller
+    may have changed one just before). Returns the moves."""
     moves = moves if moves is not None else Moves()
     deadline = time.monotonic() + timeout
     state, sources = _fingerprint(api)
     changed = sources_changed = time.monotonic()
-    first = not seen or seen[0] != sources
-    if not first:
-        sources_changed = -math.inf
     while time.monotonic() < deadline:
         if not alive():
             raise Unsettled("the MCO's controllers exited")
@@ -485,14 +480,11 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
             changed = time.monotonic()
         now_state, now_sources = _fingerprint(api)
         now = time.monotonic()
-        if now_sources != sources or first:
+        if now_sources != sources:
             sources, sources_changed = now_sources, now
-            first = False
         if now_state != state:
             state, changed = now_state, now
         if now - changed >= quiet and now - sources_changed >= RENDER_DELAY + quiet and observed(api):
-            if seen is not None:
-                seen[:] = [sources]
             return moves
         time.sleep(0.2)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
@@ -518,11 +510,10 @@ class Cluster:
     """A test's view of the MCO: the controllers' process and the played daemon."""
     controllers: Controllers
     daemon: Daemon
-    seen: list[str] = field(default_factory=list)
 
     def settle(self, moves: Moves | None = None, timeout: float = 90) -> Moves:
         try:
-            return settle(self.daemon.api, self.daemon, moves, timeout, seen=self.seen,
+            return settle(self.daemon.api, self.daemon, moves, timeout,
                           alive=lambda: self.controllers.proc is not None and self.controllers.proc.poll() is None)
         except Unsettled as err:
             raise Unsettled(f"{err}; the controllers' log: {self.controllers.tail()}") from None
