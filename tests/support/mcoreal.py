@@ -102,8 +102,9 @@ def source_stamp() -> str:
 
 def harness() -> Path:
     """The built harness, or skip saying why (fail where OCL_MCO=require)."""
-    if not Path(os.environ.get("OCL_MCO_SRC") or TARBALL).is_file():
-        _missing(f"the MCO's own controllers need ../shared/mco/mco-src.tar.gz (absent: {TARBALL})")
+    tarball = Path(os.environ.get("OCL_MCO_SRC") or TARBALL)
+    if not tarball.is_file():
+        _missing(f"the MCO's own controllers need ../shared/mco/mco-src.tar.gz (absent: {tarball})")
     folder = cache_dir()
     binary = folder / "ocl-mco-harness"
     if not binary.is_file():
