@@ -131,3 +131,29 @@ def real(server, tmp_path, capsys, monkeypatch):
     return realserver.Real(server, tmp_path, capsys)
 
 
+
+
+# --- the MCO's own render and node controllers on that server (tests/support/mcoreal.py) ---------
+
+@pytest.fixture(scope="session")
+def mco_installed(server):
+    """What the controllers read, installed once per server (the objects survive reset())."""
+    from tests.support import mcoreal
+    return mcoreal.Installed(server, mcoreal.harness())
+
+
+@pytest.fixture
+def mco(mco_installed, real, tmp_path, monkeypatch):
+    """The real controllers for one test, started after `real` reset the server and always stopped
+    (a failing test too). One process per test, not per worker: reset() deletes every pool, Node and
+    MachineConfig under a running controller, and the other realapi modules of the worker must not
+    have it acting on their pools."""
+    from tests.support import mcoreal
+    mco_installed.streams()
+    create = type(real.api).create
+    monkeypatch.setattr(type(real.api), "create", lambda api, obj: create(api, mcoreal.as_created(obj)))
+    controllers = mcoreal.Controllers(mco_installed, tmp_path).start()
+    try:
+        yield mcoreal.Cluster(controllers, mcoreal.Daemon(mco_installed, tmp_path))
+    finally:
+        controllers.stop()

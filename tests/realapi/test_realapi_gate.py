@@ -1,9 +1,12 @@
 """The rollout gate on the real kube-apiserver (issue 30 item 5), as the reconciler's ServiceAccount with
-the rollout Component and the pool policy installed, the real docker-registry, and the MCO played by the
-test-only render controller (tests/support/mcorender.py) and node controller and daemon
-(tests/support/mconode.py), each citing the upstream rules it follows. Between two runs the MCO settles
-first, as it does on a cluster. Every node update is counted, and whether it changed the OS image: the
-figures docs/rollout.md gives (section 3) are these tests' assertions, gate on and off."""
+the rollout Component and the pool policy installed, the real docker-registry, and the MCO's own render
+and node controllers (`mco`: ocl-mco-harness, tests/support/mcoreal.py) with the daemon played by the test.
+Between two runs the MCO settles first, as it does on a cluster. Every node update is counted, whether it
+changed the OS image, and whether the real daemon's rule (pkg/daemon/update.go, through the harness's
+verdict, with the MCO's built-in node disruption policies) reboots the node for it: the figures
+docs/rollout.md gives (section 3) are these tests' assertions, gate on and off. Expected reboots follow
+update.go: an osImageURL or kernel argument change reboots, and so does a file no policy names
+(/etc/motd, /etc/release)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from reconcile.core.rollout import hold
 from tests.realapi.test_realapi_rollout import component as component  # noqa: F401 - the module fixture
 from tests.realapi.test_realapi_rollout import ours, seed
 from tests.support import factory as F
-from tests.support import mconode as N
+from tests.support import mcoreal as M
 from tests.support import realbuild as R
 from tests.unit.test_rollout import mco_pool, source_mc
 
@@ -33,24 +36,22 @@ def registry(tmp_path):
         reg.stop()
 
 
-def start(real, builder, reg, gate="hold", paused=None):
+def start(real, mco, builder, reg, gate="hold", paused=None):
     pool = mco_pool("worker", ("worker",))
     pool["spec"]["maxUnavailable"] = 1
     if paused is not None:
         pool["spec"]["paused"] = paused
     pool["status"] = {}
-    seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool, gate=gate)
-    for i in range(1, NODES):                               # seed made worker-0
+    for i in range(1, NODES):                               # seed makes worker-0
         real.api.create(F.node(f"worker-{i}", "worker"))
-    N.first_boot_api(real.api)
-    N.settle_api(real.api, F.BASE)
+    seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool, gate=gate, mco=mco)
 
 
-def cycle(real, reg, counter, outcome="Succeeded", runs=8):
+def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8):
     """Runs with the MCO settling first; a build object the run made ends as `outcome` (a real image
     pushed for a success). Returns once a run writes nothing and the MCO has nothing to do."""
     for _ in range(runs):
-        N.settle_api(real.api, F.BASE, counter)
+        mco.settle(counter)
         code, err = real.run()
         assert code in (0, 2), err
         live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
@@ -61,7 +62,7 @@ def cycle(real, reg, counter, outcome="Succeeded", runs=8):
             real.finish(outcome, **({"digest": digest} if digest else {}))
         elif "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
             before = len(counter)
-            N.settle_api(real.api, F.BASE, counter)
+            mco.settle(counter)
             if len(counter) == before:
                 return
     raise AssertionError(f"not converged after {runs} runs: {err.splitlines()[-1]}; {real.ann()}")
@@ -80,46 +81,49 @@ def nodes(n):
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, real, registry, builder):
-    start(real, builder, registry)
-    cycle(real, registry, N.Counter())
+def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, real, mco, registry, builder):
+    start(real, mco, builder, registry)
+    cycle(real, mco, registry, M.Moves())
     assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
     # a MachineConfig change: one update per node, to a config with the new file and the new image
-    counter = N.Counter()
+    counter = M.Moves()
     real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
-    cycle(real, registry, counter)
+    cycle(real, mco, registry, counter)
     final = rendered(real)
-    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == NODES
     assert "/etc/motd" in files(final) and final["spec"]["osImageURL"] == ours(real)["spec"]["osImageURL"]
     assert {u.to_config for u in counter} == {final["metadata"]["name"]}
     # an upgrade: a new base image and changed MCO MachineConfigs together, one update per node
-    counter = N.Counter()
-    upgrade(real)
-    cycle(real, registry, counter)
-    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    counter = M.Moves()
+    upgrade(real, mco)
+    cycle(real, mco, registry, counter)
+    assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == NODES
     assert "/etc/release" in files(rendered(real))
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_without_the_gate_the_same_change_reaches_each_node_twice(component, real, registry, builder):
-    start(real, builder, registry, gate="none")
-    cycle(real, registry, N.Counter())
-    counter = N.Counter()
+def test_without_the_gate_the_same_change_reaches_each_node_twice(component, real, mco, registry, builder):
+    start(real, mco, builder, registry, gate="none")
+    cycle(real, mco, registry, M.Moves())
+    counter = M.Moves()
     real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
-    cycle(real, registry, counter)
-    assert counter.per_node() == nodes(2) and counter.os_changes == NODES
-    counter = N.Counter()
-    upgrade(real)
-    cycle(real, registry, counter)
-    assert counter.per_node() == nodes(2) and counter.os_changes == NODES
+    cycle(real, mco, registry, counter)
+    assert counter.per_node() == nodes(2) and counter.reboots == 2 * NODES and counter.os_changes == NODES
+    counter = M.Moves()
+    upgrade(real, mco)
+    cycle(real, mco, registry, counter)
+    assert counter.per_node() == nodes(2) and counter.reboots == 2 * NODES and counter.os_changes == NODES
 
 
-def upgrade(real):
-    """A cluster upgrade as the MCO makes it: a new base image in machine-config-osimageurl and a
-    changed MachineConfig of its own (00-worker), together."""
+def upgrade(real, mco):
+    """A cluster upgrade as the MCO makes it: a new base image in machine-config-osimageurl and the
+    OSImageStream's default stream (the render controller's base), and a changed MachineConfig of its
+    own (00-worker), together."""
+    base = "quay.io/ocp/base@sha256:" + "b" * 64
     cm = real.api.get("ConfigMap", F.MCO_NS, "machine-config-osimageurl")
-    cm["data"].update(baseOSContainerImage="quay.io/ocp/base@sha256:" + "b" * 64, releaseVersion="4.16.1")
+    cm["data"].update(baseOSContainerImage=base, releaseVersion="4.16.1")
     real.api.request("PUT", real.api.path("ConfigMap", F.MCO_NS, "machine-config-osimageurl"), cm)
+    mco.daemon.installed.streams(base)
     mco = real.api.get("MachineConfig", "", "00-worker")
     mco["spec"]["config"]["storage"]["files"].append({"path": "/etc/release", "mode": 420,
                                                       "contents": {"source": "data:,4.16.1"}})
@@ -127,24 +131,24 @@ def upgrade(real):
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, real, registry, builder):
-    start(real, builder, registry)
-    cycle(real, registry, N.Counter())
+def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, real, mco, registry, builder):
+    start(real, mco, builder, registry)
+    cycle(real, mco, registry, M.Moves())
     image = ours(real)["spec"]["osImageURL"]
     # a kernel argument: one update per node, no build
-    counter, mark = N.Counter(), real.api.audit_mark()
+    counter, mark = M.Moves(), real.api.audit_mark()
     real.api.create(source_mc("98-worker-karg", "worker", kernelArguments=["nosmt"]))
-    cycle(real, registry, counter)
-    assert counter.per_node() == nodes(1) and counter.os_changes == 0, [
-        (u.node, u.from_config, u.to_config, u.from_image, u.to_image, u.round) for u in counter]
+    cycle(real, mco, registry, counter)
+    assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == 0, [
+        (u.node, u.from_config, u.to_config, u.from_image, u.to_image, u.reboot) for u in counter]
     assert not [e for e in real.api.audit(mark) if e["verb"] == "create" and
                 e["objectRef"]["resource"] in ("pods", "builds")]
     # a failed build: held, then released to the files on the last good image, with a Warning
-    counter = N.Counter()
+    counter = M.Moves()
     real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
-    cycle(real, registry, counter, outcome="Failed")
-    assert counter.per_node() == nodes(1) and counter.os_changes == 0, [
-        (u.node, u.from_config, u.to_config, u.from_image, u.to_image) for u in counter]
+    cycle(real, mco, registry, counter, outcome="Failed")
+    assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == 0, [
+        (u.node, u.from_config, u.to_config, u.from_image, u.to_image, u.reboot) for u in counter]
     assert rendered(real)["spec"]["osImageURL"] == image and "/etc/motd" in files(rendered(real))
     assert [e["type"] for e in real.events() if e["reason"] == hold.RELEASE_EVENT] == ["Warning"]
     # an administrator pauses it: never lifted, even once a fixed build is ready
@@ -152,27 +156,27 @@ def test_a_kernel_argument_a_failure_an_administrator_and_opt_out(component, rea
     pool["spec"]["paused"] = True
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
     real.api.request("DELETE", real.api.path("MachineConfig", "", "99-worker-motd"))
-    cycle(real, registry, N.Counter())
+    cycle(real, mco, registry, M.Moves())
     assert real.pool()["spec"]["paused"] is True and real.ann().get(A.GATE) == hold.RELEASED
     # the administrator unpauses it: what waited rolls out, and the gate holds the pool again
     pool = real.pool()
     pool["spec"]["paused"] = False
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
-    cycle(real, registry, N.Counter())
+    cycle(real, mco, registry, M.Moves())
     assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
     # opt-out: the hold released, our MachineConfig deleted, one update back to the release's image
     pool = real.pool()
     del pool["metadata"]["labels"][A.LAYERING_LABEL]
     real.api.request("PUT", real.api.path("MachineConfigPool", "", "worker"), pool)
-    counter = N.Counter()
-    cycle(real, registry, counter)
+    counter = M.Moves()
+    cycle(real, mco, registry, counter)
     assert ours(real) is None and rendered(real)["spec"]["osImageURL"] == F.BASE
     assert real.pool()["spec"]["paused"] is False
-    assert counter.per_node() == nodes(1) and counter.os_changes == NODES
+    assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == NODES
     assert not any(k in real.ann() for k in hold.KEYS)
 
 
-def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(component, real, registry):
+def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(component, real, mco, registry):
     """SIGKILL of `ocl-reconcile run` (a process of its own, as the CronJob's) right after its k-th write
     (read off its log, line by line, as it goes), for k = 1, 2, ... at each stage of the gate's cycle:
     after each kill the pool is paused only with our record `held`, and the next runs go on from the
@@ -183,7 +187,7 @@ def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(componen
     import sys
 
     from reconcile.cluster import lease
-    start(real, F.BUILDER, registry)
+    start(real, mco, F.BUILDER, registry)
     env = dict(os.environ, OCL_RECONCILE_NOW="2026-11-29T12:00:00Z")
     args = [sys.executable, "-m", "reconcile", "run", "--kubeconfig", real.kubeconfig, "--timeout", "30"]
     kills = 0
@@ -210,12 +214,12 @@ def test_a_run_killed_anywhere_leaves_no_pool_paused_without_our_record(componen
             if done or seen < k:
                 break
             k += 1
-        N.settle_api(real.api, F.BASE)
+        mco.settle()
         live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
                 and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
         if live:
             real.finish("Succeeded", digest=R.push_image(registry, "ocl/os-image", f"kill-{live[0]['metadata']['name']}"))
     assert kills >= 3, f"only {kills} runs were killed between their writes"
-    cycle(real, registry, N.Counter())
+    cycle(real, mco, registry, M.Moves())
     assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
     assert rendered(real)["spec"]["osImageURL"] == ours(real)["spec"]["osImageURL"] == real.ann()[A.IMAGE]

@@ -1,8 +1,10 @@
 """`rollout: machineconfig` on the real kube-apiserver, as the reconciler's ServiceAccount with the
 rollout Component installed (its ClusterRole and its ValidatingAdmissionPolicy decide every
-MachineConfig write), the real docker-registry for reuse, and the test-only render controller
-(tests/support/mcorender.py, upstream rules cited there) playing the MCO between runs. What the imitation
-does not prove (the daemon, drain, reboot, a node's pull) is said in docs/rollout.md."""
+MachineConfig write), the real docker-registry for reuse, and the MCO's own render and node controllers
+(`mco`: ocl-mco-harness, tests/support/mcoreal.py) between runs, with the daemon played by the test and
+judged by the daemon's own reboot rule. What is played, not run (the daemon, drain, reboot, a node's
+pull) is said in docs/rollout.md. The two races at the end test our DELETE's preconditions, where no MCO
+behaviour is involved: they keep the render imitation (tests/support/mcorender.py) to seed a pool."""
 
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ def component(server):
         server.remove_rollout()
 
 
-def seed(real, builder, repo, host, *pools, gate="none"):
+def seed(real, builder, repo, host, *pools, gate="none", mco=None):
     """The rollout gate off unless asked for: these scenarios are about the MachineConfig's handover
-    (the gate's: tests/realapi/test_realapi_gate.py)."""
+    (the gate's: tests/realapi/test_realapi_gate.py). With `mco` the real controllers render the pools
+    and the played daemon boots their nodes; without, the render imitation renders them."""
     pools = pools or (mco_pool("worker", ("worker",)),)
     real.seed([F.build_config(imageBuilderType=builder, rollout="machineconfig", finalImagePullspec=f"{repo}:latest",
                               rolloutGate=gate),
@@ -40,10 +43,18 @@ def seed(real, builder, repo, host, *pools, gate="none"):
                F.secret("push-secret", payload={"auths": {host: {"auth": "dTpw"}}}), *pools,
                *(F.node(f"{p['metadata']['name']}-0", p["metadata"]["name"]) for p in pools),
                source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)])
-    for pool in pools or (mco_pool("worker", ("worker",)),):
+    if mco is not None:
+        mco.settle()
+    for pool in pools if mco is None else ():
         mcorender.sync_api(real.api, pool["metadata"]["name"], F.BASE)
     # the rollout policy's parameter agrees, as docs/admin.md has the administrator keep it
     real.api.write_rollout_params(repo, [p["metadata"]["name"] for p in pools])
+
+
+def rendered(real, mco, pool="worker"):
+    """The MCO settles (render, node updates); the pool's rendered MachineConfig."""
+    mco.settle()
+    return real.api.get("MachineConfig", "", real.pool(pool)["spec"]["configuration"]["name"])
 
 
 def writes(real, mark):
@@ -67,25 +78,25 @@ def build(real, R, reg, marker, pool="worker"):
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(component, real, builder,
+def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(component, real, mco, builder,
                                                                                 tmp_path):
     from tests.support import realbuild as R
     R.require_registry()
     reg = R.Registry(tmp_path)
     try:
-        seed(real, builder, f"{reg.host}/ocl/os-image", reg.host)
+        seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, mco=mco)
         mark = real.api.audit_mark()
         image_a = build(real, R, reg, "a")
         assert writes(real, mark).count(("create", "machineconfigs")) == 1
         assert ours(real)["spec"] == {"osImageURL": image_a}
 
         # the MCO re-renders the pool with our osImageURL: recorded in one patch, then nothing
-        rendered = mcorender.sync_api(real.api, "worker", F.BASE)
-        assert rendered["spec"]["osImageURL"] == image_a
+        config = rendered(real, mco)
+        assert config["spec"]["osImageURL"] == image_a
         mark = real.api.audit_mark()
         assert real.run()[0] == 0
         assert writes(real, mark) == [("patch", "machineconfigpools")]
-        assert real.ann()[A.RENDERED] == rendered["metadata"]["name"]
+        assert real.ann()[A.RENDERED] == config["metadata"]["name"]
         mark = real.api.audit_mark()
         assert real.run()[0] == 0
         assert writes(real, mark) == []
@@ -101,25 +112,25 @@ def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(
 
         # a kernel argument: a new rendered config, nothing to build
         real.api.create(source_mc("99-worker-kargs", "worker", kernelArguments=["nosmt"]))
-        mcorender.sync_api(real.api, "worker", F.BASE)
+        rendered(real, mco)
         mark = real.api.audit_mark()
         assert real.run()[0] == 0
         assert writes(real, mark) == [("patch", "machineconfigpools")]
 
         # a real content change rebuilds and changes the MachineConfig once
         real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
-        mcorender.sync_api(real.api, "worker", F.BASE)
+        rendered(real, mco)
         mark = real.api.audit_mark()
         image_b = build(real, R, reg, "b")
         assert image_b != image_a
         assert writes(real, mark).count(("patch", "machineconfigs")) == 1
         assert ours(real)["spec"] == {"osImageURL": image_b}
-        mcorender.sync_api(real.api, "worker", F.BASE)
+        rendered(real, mco)
         assert real.run()[0] == 0
 
         # back to A's content: the registry still has A's image, reused, the MachineConfig points at it
         real.api.request("DELETE", real.api.path("MachineConfig", "", "99-worker-motd"))
-        mcorender.sync_api(real.api, "worker", F.BASE)
+        rendered(real, mco)
         mark = real.api.audit_mark()
         code, err = real.run()
         assert code == 0, err
@@ -134,22 +145,22 @@ def test_the_image_reaches_the_pool_through_one_machineconfig_and_nothing_loops(
         code, err = real.run()
         assert code == 0 and ours(real) is None, err
         assert "ImageRollback" in [e["reason"] for e in real.events()]
-        assert mcorender.sync_api(real.api, "worker", F.BASE)["spec"]["osImageURL"] == F.BASE
+        assert rendered(real, mco)["spec"]["osImageURL"] == F.BASE
     finally:
         reg.stop()
 
 
-def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(component, real, tmp_path):
+def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(component, real, mco, tmp_path):
     from tests.support import realbuild as R
     R.require_registry()
     reg = R.Registry(tmp_path)
     try:
         infra = mco_pool("infra", ("worker", "infra"), opted_in=False)
-        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco_pool("worker", ("worker",)), infra)
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco_pool("worker", ("worker",)), infra, mco=mco)
         image = build(real, R, reg, "a")
         (told,) = [e for e in real.events() if e["reason"] == "ImageRollout"]
         assert "pool(s) worker, infra" in told["message"] and "infra inherit" in told["message"]
-        assert mcorender.sync_api(real.api, "infra", F.BASE)["spec"]["osImageURL"] == image
+        assert rendered(real, mco, "infra")["spec"]["osImageURL"] == image
 
         # infra picks an OS stream: the MCO would refuse to render it, so worker is Blocked first
         # (the MCO's stream policy admits only a stream the singleton lists)
@@ -159,7 +170,7 @@ def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(compon
         real.api.request("PUT", real.api.path("MachineConfigPool", "", "infra"), pool)
         real.api.request("DELETE", real.api.path("MachineConfig", "", rollout.name("worker")))
         real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "x"}))
-        mcorender.sync_api(real.api, "worker", F.BASE)
+        rendered(real, mco)
         code, err = real.run()
         assert code == 2, err
         assert real.ann()[A.STATE] == A.BLOCKED and "MachineConfigPool infra selects" in real.ann()[A.MESSAGE]
@@ -168,7 +179,7 @@ def test_an_inheriting_pool_is_announced_and_one_with_an_os_stream_blocks(compon
         reg.stop()
 
 
-def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, tmp_path):
+def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, mco, tmp_path):
     """zz-os (role worker, osImageURL set) sorts after ocl-osimageurl-worker: `MergeMachineConfigs`
     (openshift/machine-config-operator pkg/controller/common/helpers.go) merges worker-role
     MachineConfigs by name and keeps the last osImageURL, so the pool's rendered config holds zz-os's
@@ -180,11 +191,11 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
     R.require_registry()
     reg = R.Registry(tmp_path)
     try:
-        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host)
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco=mco)
         image = build(real, R, reg, "a")
         real.api.create(zz_os())
-        rendered = mcorender.sync_api(real.api, "worker", F.BASE)
-        assert rendered["spec"]["osImageURL"] == OTHER != image
+        config = rendered(real, mco)
+        assert config["spec"]["osImageURL"] == OTHER != image
         mark = real.api.audit_mark()
         code, err = real.run()
         assert code == 0, err
@@ -192,7 +203,7 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
                  if e["verb"] == "list" and e["objectRef"]["resource"] == "machineconfigs"]
         assert lists == ["machineconfigs"] * 3          # ours, every one's metadata (strays), the pool's
         assert real.ann()[A.OVERRIDDEN_BY] == "zz-os"
-        assert real.ann()[A.ROLLOUT] == f"{rendered['metadata']['name']}={OTHER}"
+        assert real.ann()[A.ROLLOUT] == f"{config['metadata']['name']}={OTHER}"
         (told,) = [e for e in real.events() if e["reason"] == "ImageOverridden"]
         assert told["type"] == "Warning" and "rename zz-os to sort before ocl-osimageurl-worker" in told["message"]
         code, out, err = real.cli("status")
@@ -205,12 +216,12 @@ def test_a_zz_machineconfig_that_overrides_our_image_is_named(component, real, t
         # renamed to sort before ours (99-zz-os < ocl-osimageurl-worker): ours wins again
         real.api.request("DELETE", real.api.path("MachineConfig", "", "zz-os"))
         real.api.create(zz_os("99-zz-os"))
-        assert mcorender.sync_api(real.api, "worker", F.BASE)["spec"]["osImageURL"] == image
+        assert rendered(real, mco)["spec"]["osImageURL"] == image
         assert real.run()[0] == 0
         assert A.OVERRIDDEN_BY not in real.ann()
         code, out, _ = real.cli("status")
-        # our image again; the imitation rolled nothing out: no node runs the new rendered config yet
-        assert real.ann()[A.ROLLOUT].endswith(f"={image}") and columns(out)["worker"]["ROLLOUT"].endswith(" nodes")
+        # our image again, and the node controller and the played daemon rolled it out to the node
+        assert real.ann()[A.ROLLOUT].endswith(f"={image}") and columns(out)["worker"]["ROLLOUT"] == "rolled out"
     finally:
         reg.stop()
 
@@ -240,16 +251,16 @@ def said(err, mark):
     return [line[len(mark):] for line in err.splitlines() if line.startswith(mark + "stray MachineConfig ")]
 
 
-def test_strays_an_administrator_made_are_said_by_run_diff_status_and_preflight(component, real):
+def test_strays_an_administrator_made_are_said_by_run_diff_status_and_preflight(component, real, mco):
     """As our ServiceAccount with the rollout Component (its `list machineconfigs` covers the
     metadata-only LIST of every MachineConfig): each command names each stray; run tells master in
     a Warning Event and deletes the two that are ours by label and name (opt-out, pool gone), and
     keeps the one without our label."""
-    seed(real, F.BUILDER, F.REPO, "registry.example.com:5000")
+    seed(real, F.BUILDER, F.REPO, "registry.example.com:5000", mco=mco)
     real.api.create(F.pool("master", opted_in=False))
     real.api.create(source_mc("00-master", "master", {"/etc/base": "master"}, generated=True))
     admins_strays(real)
-    mcorender.sync_api(real.api, "master", F.BASE)          # the MCO renders master with the stray
+    rendered(real, mco, "master")                           # the MCO renders master with the stray
     mark = real.api.audit_mark()
     code, out, err = real.cli("diff")
     assert code == 1 and said(err, "WARNING ") == STRAYS and "stray" not in out, err
@@ -314,3 +325,44 @@ def test_a_delete_of_what_is_no_longer_ours_is_refused_and_the_machineconfig_kep
         "stray MachineConfig ocl-osimageurl-worker: it lacks our label app.kubernetes.io/managed-by=ocl-reconciler; "
         "the reconciler did not write it"], err
     assert ours(real)["metadata"]["uid"] == kept["metadata"]["uid"]
+
+
+def test_the_rollout_check_reads_the_real_node_controllers_status(component, real, mco, tmp_path):
+    """`status`'s ROLLOUT column from the pool status the real node controller writes: with
+    maxUnavailable 1 and one daemon finishing while the next node it targets is still updating (the
+    played daemon holds it), `1/3 nodes` (status.go `calculateStatus`: updatedMachineCount counts
+    nodes done on the pool's target); then `rolled out` (status.configuration follows
+    spec.configuration once all are updated); then `render failed` once a MachineConfig does not
+    parse (RenderDegraded True, render_controller.go `syncFailingStatus`), also a preflight problem."""
+    from tests.support import realbuild as R
+    from tests.unit.test_rollout import columns
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        for i in (1, 2):                                     # seed makes worker-0
+            real.api.create(F.node(f"worker-{i}", "worker"))
+        seed(real, F.BUILDER, f"{reg.host}/ocl/os-image", reg.host, mco=mco)
+        mco.daemon.limit = 1
+        build(real, R, reg, "a")
+        mco.settle()
+        assert real.run()[0] == 0
+        code, out, err = real.cli("status")
+        assert code == 0 and columns(out)["worker"]["ROLLOUT"] == "1/3 nodes", out + err
+        mco.daemon.limit = None
+        mco.settle()
+        assert real.run()[0] == 0
+        code, out, err = real.cli("status")
+        assert code == 0 and columns(out)["worker"]["ROLLOUT"] == "rolled out", out + err
+
+        bad = source_mc("99-worker-bad", "worker")
+        bad["spec"]["config"] = {"ignition": {"version": "9.9.9"}}
+        real.api.create(bad)
+        mco.settle()
+        real.run()
+        code, out, err = real.cli("status")
+        assert columns(out)["worker"]["ROLLOUT"] == "render failed", out + err
+        code, out, err = real.cli("preflight", "-o", "json")
+        found = [line["message"] for line in json.loads(out) if "RenderDegraded" in line["message"]]
+        assert found and "parsing Ignition config failed: unknown version" in found[0], out
+    finally:
+        reg.stop()

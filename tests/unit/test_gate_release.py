@@ -24,7 +24,7 @@ import kubelet  # examples/kubelet.py
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core import hold
+from reconcile.core.rollout import hold
 from tests.support import factory as F
 from tests.support import mconode
 from tests.unit.test_gate import NODES, cluster, cycle, files, pool, rendered

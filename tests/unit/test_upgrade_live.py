@@ -29,7 +29,7 @@ def before(policy: bool = True) -> list[dict]:
 
 def records(items):
     return {p: {k: v for k, v in F.the_pool(items, p)["metadata"]["annotations"].items()
-                if k.startswith(A.PREFIX) or k == A.IMAGE} for p in POOLS}
+                if k.startswith(A.KEY_PREFIX) or k == A.IMAGE} for p in POOLS}
 
 
 @pytest.mark.parametrize("policy", [True, False], ids=["policy", "no-policy"])
