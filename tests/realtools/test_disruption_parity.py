@@ -64,7 +64,7 @@ ADMIN = ndp.merged(files=[{"path": "/etc/myapp", "actions": [{"type": "Restart",
 MORE = [("admin-file", T.mc({**T.BASE, "/etc/myapp/app.conf": "x"})),
         ("admin-sibling", T.mc({**T.BASE, "/etc/myappx": "x"})),
         ("admin-unit", T.mc(T.BASE, units={"myapp.service": "[Unit]"})),
-        ("admin-registries", T.mc(T.changed("/etc/containers/registries.conf"))),
+        ("admin-registries", T.mc(T.changed("/etc/containers/registries.conf", T.REGISTRIES + "# x\n"))),
         ("kargs", T.mc(T.BASE, kernelArguments=["nosmt"])), ("extensions", T.mc(T.BASE, extensions=["usbguard"]))]
 
 
@@ -93,10 +93,11 @@ def test_the_port_follows_an_administrators_policy(binary, tmp_path, case, new):
 
 def test_the_transcribed_defaults_are_the_mcos(defaults):
     """Every entry of tests/support/ndp.DEFAULTS is in the MCO's own merged defaults, with the same
-    actions; the MCO's has only the IRI registry's entries more."""
+    actions; the MCO's has only the IRI registry's entries more (`IRIRegistryConfigPath`,
+    `IRILoadImageScriptPath` /usr/local/bin/load-registry-image.sh, `IRIRootCAPath`)."""
     real_files = {f["path"]: f["actions"] for f in defaults["files"]}
     for entry in ndp.DEFAULTS["files"]:
         assert real_files.get(entry["path"]) == entry["actions"], entry["path"]
     assert {p for p in real_files if p not in {f["path"] for f in ndp.DEFAULTS["files"]}} <= {
-        p for p in real_files if "iri" in p.lower()}
+        p for p in real_files if "iri" in p.lower() or p == "/usr/local/bin/load-registry-image.sh"}
     assert defaults["sshkey"] == ndp.DEFAULTS["sshkey"]

@@ -175,7 +175,10 @@ def test_rollout_component_adds_only_its_rbac_and_policy():
                              "ValidatingAdmissionPolicyBinding"]
     assert {v["metadata"]["name"] for v in added.values()} == {"ocl-reconciler-rollout"}
     assert added["ClusterRole"]["rules"] == [{"apiGroups": [F.MCO], "resources": ["machineconfigs"],
-                                              "verbs": ["list", "create", "patch", "delete"]}]
+                                              "verbs": ["list", "create", "patch", "delete"]},
+                                             # the node disruption policy (liveChanges, issue 39)
+                                             {"apiGroups": ["operator.openshift.io"], "resources": ["machineconfigurations"],
+                                              "resourceNames": ["cluster"], "verbs": ["get"]}]
     assert added["ClusterRoleBinding"]["roleRef"]["name"] == "ocl-reconciler-rollout"
     assert added["ClusterRoleBinding"]["subjects"] == [
         {"kind": "ServiceAccount", "name": "ocl-reconciler", "namespace": F.NS}]

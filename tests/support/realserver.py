@@ -76,7 +76,9 @@ NAMESPACES = (F.MCO_NS, "openshift-config")
 SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
 KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt"), ("OSImageStream", "cluster"),
-        ("ConfigMap", "ocl-reconciler-rollout")}      # the rollout component's parameter (install_rollout)
+        ("ConfigMap", "ocl-reconciler-rollout"),
+        # the cluster's singleton the MCO's controllers read (tests/support/mcoreal.py installs it)
+        ("MachineConfiguration", "cluster")}      # the rollout component's parameter (install_rollout)
 #: the MCO's admission policies for pools (openshift/machine-config-operator
 #: manifests/machineconfigcontroller/), unchanged, and the OSImageStream that is the OS-stream
 #: policy's param (its binding's paramRef `cluster`): without it every pool write is denied

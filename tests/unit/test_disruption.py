@@ -8,6 +8,7 @@ policies (tests/support/ndp.py, from `defaultClusterPolicies`) read through
 from __future__ import annotations
 
 import copy
+from urllib.parse import quote
 
 import pytest
 
@@ -24,13 +25,14 @@ def mc(files=None, units=None, keys=("ssh-ed25519 AAAA one",), **spec):
             "spec": {"osImageURL": "registry.example.com/ocl/os@sha256:" + "1" * 64,
                      "config": {"ignition": {"version": "3.4.0"},
                                 "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": list(keys)}]},
-                                "storage": {"files": [{"path": p, "mode": 420, "contents": {"source": f"data:,{c}"}}
+                                "storage": {"files": [{"path": p, "mode": 420, "contents": {"source": "data:," + quote(c)}}
                                                       for p, c in (files or {}).items()]},
                                 "systemd": {"units": [{"name": n, "contents": c} for n, c in (units or {}).items()]}},
                      **spec}}
 
 
-BASE = {"/etc/base": "b", "/etc/containers/registries.conf": "r", "/etc/containers/policy.json": "p",
+REGISTRIES = 'unqualified-search-registries = ["registry.access.redhat.com"]\n'
+BASE = {"/etc/base": "b", "/etc/containers/registries.conf": REGISTRIES, "/etc/containers/policy.json": "p",
         "/var/lib/kubelet/config.json": "k", CA: "ca", "/etc/kubernetes/kubelet-ca.crt": "kca"}
 
 
@@ -42,7 +44,8 @@ def changed(path, value="new"):
 CASES = [
     ("ssh-key", mc(BASE, keys=("ssh-ed25519 AAAA two",)), (Action("None"),), (Action("None"),)),
     ("pull-secret", mc(changed("/var/lib/kubelet/config.json")), (Action("None"),), (Action("None"),)),
-    ("registries.conf", mc(changed("/etc/containers/registries.conf")), (Action("Special"),), (CRIO_RELOAD,)),
+    ("registries.conf", mc(changed("/etc/containers/registries.conf", REGISTRIES.replace('"]', '", "docker.io"]'))),
+     (Action("Special"),), (CRIO_RELOAD,)),
     ("policy.json", mc(changed("/etc/containers/policy.json")), (CRIO_RELOAD,), (CRIO_RELOAD,)),
     ("registries.d", mc({**BASE, "/etc/containers/registries.d/ocl.yaml": "d"}), (CRIO_RELOAD,), (CRIO_RELOAD,)),
     ("user-ca-bundle", mc(changed(CA)),
@@ -95,7 +98,7 @@ def test_an_administrators_entry_and_the_closest_path_win():
     assert act(mc({**BASE, "/etc/myapp/app.conf": "x"})) == (Action("Restart", "myapp.service"),)
     assert act(mc({**BASE, "/etc/myapp/keep.conf": "x"})) == (Action("None"),)
     assert act(mc({**BASE, "/etc/myappx": "x"})) == disruption.REBOOTS     # a sibling, not below it
-    assert act(mc(changed("/etc/containers/registries.conf"))) == disruption.REBOOTS
+    assert act(mc(changed("/etc/containers/registries.conf", REGISTRIES + "# x\n"))) == disruption.REBOOTS
     assert act(mc(BASE, units={"myapp.service": "[Unit]"})) == (Action("DaemonReload"),)
 
 
