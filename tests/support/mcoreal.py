@@ -53,7 +53,9 @@ DESIRED, CURRENT, STATE, REASON = (f"{MCO}/desiredConfig", f"{MCO}/currentConfig
                                    f"{MCO}/reason")
 RELEASE_IMAGE_VERSION = f"{MCO}/release-image-version"    # ctrlcommon.ReleaseImageVersionAnnotationKey
 KUBELET_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
-RENDER_DELAY = 5.0                                         # render_controller.go renderDelay
+#: render_controller.go's renderDelay upstream; the harness is built with a shorter one
+#: (tests/tools/mco/render/zz_ocl_render_delay.go), which settle reads from `ocl-mco-harness version`
+RENDER_DELAY = 5.0
 #: the CRDs the two controllers' informers list (by metadata.name), beyond those realserver serves
 CRDS = ("controllerconfigs.machineconfiguration.openshift.io",
         "machineconfignodes.machineconfiguration.openshift.io",
@@ -93,9 +95,9 @@ def cache_dir() -> Path:
 
 
 def source_stamp() -> str:
-    """The stamp build.sh writes beside the binary: `find cmd daemon -name '*.go' | sort | xargs
+    """The stamp build.sh writes beside the binary: `find cmd daemon render -name '*.go' | sort | xargs
     sha256sum | sha256sum`, its first 16 hex digits."""
-    files = sorted(str(p.relative_to(TOOLS)) for d in ("cmd", "daemon") for p in (TOOLS / d).rglob("*.go"))
+    files = sorted(str(p.relative_to(TOOLS)) for d in ("cmd", "daemon", "render") for p in (TOOLS / d).rglob("*.go"))
     listing = "".join(f"{hashlib.sha256((TOOLS / f).read_bytes()).hexdigest()}  {f}\n" for f in files)
     return hashlib.sha256(listing.encode()).hexdigest()[:16]
 
@@ -470,6 +472,7 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
     controller syncs a pool `RENDER_DELAY` after any event of its pools or MachineConfigs: a caller
     may have changed one just before). Returns the moves."""
     moves = moves if moves is not None else Moves()
+    render_delay = float(daemon.installed.versions.get("renderDelay", RENDER_DELAY))
     deadline = time.monotonic() + timeout
     state, sources = _fingerprint(api)
     changed = sources_changed = time.monotonic()
@@ -485,7 +488,7 @@ def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float 
             sources, sources_changed = now_sources, now
         if now_state != state:
             state, changed = now_state, now
-        if now - changed >= quiet and now - sources_changed >= RENDER_DELAY + quiet and observed(api):
+        if now - changed >= quiet and now - sources_changed >= render_delay + quiet and observed(api):
             return moves
         time.sleep(0.2)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")

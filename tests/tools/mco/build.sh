@@ -14,7 +14,7 @@ tarball="${OCL_MCO_SRC:-$root/../shared/mco/mco-src.tar.gz}"
 [ -f "$tarball" ] || { echo "error: $tarball is absent (the MCO's source, ../shared/mco/README.md)" >&2; exit 1; }
 dir="${OCL_MCO_CACHE:-$HOME/.cache/ocl-reconciler}/mco-$(sha256sum "$tarball" | cut -c1-12)"
 # the harness's own source decides whether the binary is current
-stamp="$(cd "$here" && find cmd daemon -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+stamp="$(cd "$here" && find cmd daemon render -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
 if [ -x "$dir/ocl-mco-harness" ] && [ "$(cat "$dir/ocl-mco-harness.source" 2>/dev/null)" = "$stamp" ]; then
   echo "$dir"; exit 0
 fi
@@ -30,6 +30,11 @@ fi
 rm -rf "$dir/src/cmd/ocl-mco-harness"
 cp -r "$here/cmd/ocl-mco-harness" "$dir/src/cmd/ocl-mco-harness"
 cp "$here/daemon/zz_ocl_verdict.go" "$dir/src/pkg/daemon/zz_ocl_verdict.go"
+# the render controller's fixed renderDelay, the one change to the MCO's code (render/zz_ocl_render_delay.go)
+cp "$here/render/zz_ocl_render_delay.go" "$dir/src/pkg/controller/render/zz_ocl_render_delay.go"
+sed -i 's/^\(\s*renderDelay = \).*$/\1OclRenderDelayForTests/' "$dir/src/pkg/controller/render/render_controller.go"
+grep -q 'renderDelay = OclRenderDelayForTests' "$dir/src/pkg/controller/render/render_controller.go" || {
+  echo "error: renderDelay not found in pkg/controller/render/render_controller.go" >&2; exit 1; }
 echo "building ocl-mco-harness against the MCO source in $dir/src (one time, about 5 minutes cold on 2 cores)..." >&2
 # ../shared/mco/README.md: offline from vendor/, tags that keep containers/image off gpgme. The
 # controller version (pkg/version.Hash) is "ocl-test", the one the tests' MCO-generated

@@ -80,7 +80,8 @@ Commands:
       empty spec (apihelpers.MergeClusterPolicies).
 
   version
-      Prints {"hash": pkg/version.Hash, "raw": pkg/version.Raw} as this binary was built: the
+      Prints {"hash": pkg/version.Hash, "raw": pkg/version.Raw, "renderDelay": seconds} as this binary
+      was built (renderDelay: the render controller's wait, set by build.sh; 5 upstream): the
       OSImageStream "cluster" must carry the hash as machineconfiguration.openshift.io/release-image-version
       and MCO-generated MachineConfigs as generated-by-controller-version; the ControllerConfig
       carries raw as machineconfiguration.openshift.io/generated-by-version.
@@ -100,7 +101,8 @@ func main() {
 	case "verdict":
 		err = verdictCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "version":
-		err = json.NewEncoder(os.Stdout).Encode(map[string]string{"hash": version.Hash, "raw": version.Raw})
+		err = json.NewEncoder(os.Stdout).Encode(map[string]string{"hash": version.Hash, "raw": version.Raw,
+			"renderDelay": fmt.Sprintf("%g", render.OclRenderDelay().Seconds())})
 	case "policies":
 		err = json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(opv1.NodeDisruptionPolicyConfig{}))
 	case "help", "-h", "--help":
