@@ -181,8 +181,8 @@ class Planner:
         for i, entry in enumerate(scope):
             if valid and entry.pool is not None:
                 self._read_machineconfigs(decision.unknown_content([entry.pool]))
-            d = self._with_live(decision.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts,
-                                                    self.now))
+            d = decision.decide_one(self.seen.settings, entry, self.machineconfigs, view, facts, self.now)
+            d = self._with_live(d)
             if d.needs_build and entry.name not in from_nodes:
                 # its build is due: decided again on its nodes' architecture, not the one recorded
                 due = due or self._facts(pools, only, from_nodes | {entry.name})

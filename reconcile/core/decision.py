@@ -88,7 +88,8 @@ def built_from(d: Decision) -> str | None:
         return None
     ann = objects.annotations(d.pool or {})
     built = ann.get(A.BUILT_CONFIG)
-    if ann.get(A.STATE) != A.SUCCEEDED or not ann.get(A.IMAGE) or not built or built == d.inputs.rendered_config:
+    if ann.get(A.STATE) != A.SUCCEEDED or not ann.get(A.IMAGE) or \
+            built in (None, "", d.inputs.rendered_config):
         return None
     return built
 
@@ -126,7 +127,8 @@ def built_for(ann: Mapping[str, str], builder: Builder, namespace: str, inp: des
     if not content:
         return False
     old = replace(inp, content=content)
-    return ann.get(A.BUILD) in {desired.build_ref(builder, namespace, old, n) for n in range(1, A.MAX_ATTEMPTS + 1)}
+    attempts = range(1, A.MAX_ATTEMPTS + 1)
+    return ann.get(A.BUILD) in {desired.build_ref(builder, namespace, old, n) for n in attempts}
 
 
 def opted_in(pool: Mapping[str, Any]) -> bool:

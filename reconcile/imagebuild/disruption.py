@@ -6,7 +6,8 @@ takes live costs no image build and no reboot (docs/rollout.md, "Changes a node 
 - `diff`: `newMachineConfigDiff`, with the file and unit sets `update` builds
   (`ctrlcommon.CalculateConfigFileDiffs`, `ctrlcommon.GetChangedConfigUnitsByType`,
   `pkg/controller/common/helpers.go`);
-- `actions` with the cluster's policy: the prelude of `(*Daemon).calculatePostConfigChangeNodeDisruptionAction`
+- `actions` with the cluster's policy: the prelude of
+  `(*Daemon).calculatePostConfigChangeNodeDisruptionAction`
   (an `osImageURL`, kernel argument, fips, kernel type or extensions change reboots), then
   `calculatePostConfigChangeNodeDisruptionActionFromMCDiffs`, whose file rule is
   `ctrlcommon.FindClosestFilePolicyPathMatch` (the longest policy path equal to or above the file);
@@ -36,7 +37,8 @@ ACTION_TYPES = (REBOOT, NONE, RELOAD, RESTART, DRAIN, DAEMON_RELOAD, SPECIAL)
 LEGACY_NONE = ("/etc/kubernetes/kubelet-ca.crt", "/var/lib/kubelet/config.json")
 LEGACY_NONE_DIRS = ("/etc/nmstate/openshift",)
 LEGACY_RELOAD_CRIO = ("/etc/containers/registries.conf",
-                      "/etc/machine-config-daemon/no-reboot/containers-gpg.pub", "/etc/containers/policy.json")
+                      "/etc/machine-config-daemon/no-reboot/containers-gpg.pub",
+                      "/etc/containers/policy.json")
 LEGACY_RELOAD_CRIO_DIRS = ("/etc/containers/registries.d",)
 LEGACY_RESTART_CRIO = ("/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt",)
 
@@ -131,8 +133,10 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> Diff:
         extensions=not (_both_empty(o.get("extensions"), n.get("extensions"))
                         or o.get("extensions") == n.get("extensions")),
         passwd=(_config(old).get("passwd") or {}) != (_config(new).get("passwd") or {}),
-        files_changed=_section(_config(old), "storage", "files") != _section(_config(new), "storage", "files"),
-        units_changed=_section(_config(old), "systemd", "units") != _section(_config(new), "systemd", "units"),
+        files_changed=_section(_config(old), "storage", "files") != _section(_config(new), "storage",
+                                                                              "files"),
+        units_changed=_section(_config(old), "systemd", "units") != _section(_config(new), "systemd",
+                                                                              "units"),
         files=tuple(removed_files + sorted(p for p, f in new_files.items() if old_files.get(p) != f)),
         units=tuple(removed_units + sorted(u for u, v in new_units.items() if old_units.get(u) != v)),
         removed_files=tuple(removed_files), removed_units=tuple(removed_units))
@@ -141,7 +145,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> Diff:
 def _action(raw: Any) -> Action:
     raw = raw if isinstance(raw, Mapping) else {}
     kind = str(raw.get("type") or "")
-    service = ((raw.get("reload") if kind == RELOAD else raw.get("restart") if kind == RESTART else None) or {})
+    service = (raw.get("reload") if kind == RELOAD else raw.get("restart") if kind == RESTART else None) or {}
     # the API's validation makes every type one of ACTION_TYPES; anything else is taken as a reboot
     return Action(kind if kind in ACTION_TYPES else REBOOT,
                   str(service.get("serviceName") or "") if isinstance(service, Mapping) else "")

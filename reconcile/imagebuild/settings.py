@@ -231,7 +231,8 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
-        rollout_gate=gate, live_changes=live, hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
+        rollout_gate=gate, live_changes=live,
+        hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
         explicit=frozenset(k for k in (*BUILD_RESOURCES, STORAGE_KEY) if str(build.get(k) or "").strip()),
         **_storage(build, builder),
     )

@@ -11,8 +11,8 @@ import copy
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.core.rollout import hold
 from reconcile.core.actions.buildrows import LIVE_EVENT
+from reconcile.core.rollout import hold
 from tests.support import factory as F
 from tests.support import mconode, ndp
 from tests.unit.test_gate import NODES, cluster, cycle, pool, rendered

@@ -77,7 +77,8 @@ def live(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
                f"{image} was built from, only in what the nodes take live ({said})")
     s.plan.notes.append(message)
     s.plan.state_after, s.plan.message = A.SUCCEEDED, message
-    s.plan.actions.append(Action("create", events.notice(d.pool, LIVE_EVENT, message, d.inputs.rendered_config,
+    s.plan.actions.append(Action("create", events.notice(d.pool, LIVE_EVENT, message,
+                                                         d.inputs.rendered_config,
                                                          rfc3339(s.now), ann.get(A.TRANSITION, ""))))
     out = rollout_of(s, image, built or d.inputs.rendered_config, False)
     keep = (A.BUILD, A.ATTEMPT, A.BUILD_STORAGE, A.REBUILD_HANDLED)
