@@ -186,9 +186,8 @@ class Planner:
             if d.needs_build and entry.name not in from_nodes:
                 # its build is due: decided again on its nodes' architecture, not the one recorded
                 due = due or self._facts(pools, only, from_nodes | {entry.name})
-                d = replace(decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
-                                                 due.with_fresh(from_nodes | {entry.name}), self.now),
-                            live=d.live, live_why=d.live_why)
+                d = self._with_live(decision.decide_one(self.seen.settings, entry, self.machineconfigs, view,
+                                                        due.with_fresh(from_nodes | {entry.name}), self.now))
             if d.candidate:
                 d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
             if d.needs_build:
@@ -204,7 +203,8 @@ class Planner:
 
     def _with_live(self, d: decision.Decision) -> decision.Decision:
         """A START that may be a live change: the config the image was built from, the current one
-        and the one recorded before (the nodes' config) are read (a GET each, cached), and the node
+        and the one recorded before (the nodes' config) are read (a GET each, cached: asked again after
+        the architecture's re-decision, it reads nothing more), and the node
         disruption policy once a run (one GET of the MachineConfiguration `cluster`; none on a
         release without policies)."""
         built = decision.built_from(d)
@@ -212,10 +212,10 @@ class Planner:
             return d
         previous = objects.annotations(d.pool).get(A.RENDERED) or built
         self._read_machineconfigs([built, d.inputs.rendered_config, previous])
-        return decision.with_live(d, self.machineconfigs.get(built) or decision.MISSING,
-                                  self.machineconfigs.get(d.inputs.rendered_config) or decision.MISSING,
+        mcs = self.machineconfigs
+        return decision.with_live(d, mcs[built], mcs[d.inputs.rendered_config],
                                   self._policy(d.settings.release_version),
-                                  self.machineconfigs.get(previous) if previous != built else None)
+                                  mcs[previous] if previous != built else None)
 
     def _policy(self, release: str) -> livechange.Policy:
         if self.policy is None:

@@ -127,8 +127,8 @@ def built_for(ann: Mapping[str, str], builder: Builder, namespace: str, inp: des
     if not content:
         return False
     old = replace(inp, content=content)
-    attempts = range(1, A.MAX_ATTEMPTS + 1)
-    return ann.get(A.BUILD) in {desired.build_ref(builder, namespace, old, n) for n in attempts}
+    attempt = _attempt(ann, builder, namespace, old)
+    return ann.get(A.BUILD) == desired.build_ref(builder, namespace, old, attempt)
 
 
 def opted_in(pool: Mapping[str, Any]) -> bool:

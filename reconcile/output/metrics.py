@@ -15,6 +15,7 @@ from reconcile.contract import objects
 from reconcile.core import decision, images, rollout
 from reconcile.core.actions import PoolPlan
 from reconcile.core.rollout import check as rolloutcheck
+from reconcile.core.transitions import Transition
 
 #: `ocl_rollout_nodes`' states: the pool's status counts, while its rendered config holds our image
 NODE_STATES = ("updated", "total", "degraded")
@@ -140,7 +141,7 @@ def _live(registry: Any, outcomes: Sequence[PoolOutcome]) -> None:
     live = PCounter("ocl_live_changes", "New rendered configs this run took live: no build, the pool's "
                     "image kept (liveChanges: apply)", ["pool"], registry=registry)
     for outcome in outcomes:
-        if outcome.plan.transition == "LIVE":
+        if outcome.plan.transition == Transition.LIVE.name:
             live.labels(outcome.plan.pool).inc()
 
 

@@ -27,8 +27,7 @@ from urllib.parse import quote
 from tests.support import factory as F
 from tests.support import mconode, mcorender, ndp
 
-sys.path.insert(0, str(F.ROOT / "examples"))
-import kubelet  # noqa: E402  examples/kubelet.py
+sys.path.insert(0, str(F.ROOT / "examples"))        # tests/unit/test_gate.cycle imports examples/kubelet.py
 
 ROLE = "machineconfiguration.openshift.io/role"
 REGISTRIES = "/etc/containers/registries.conf"
@@ -133,27 +132,9 @@ def verdicts(binary: Path, pairs: list[tuple[dict, dict]], policies: dict[str, A
     return found if isinstance(found, list) else [found]
 
 
-def _cycle(cli: _Cli, items, counter, base: str):
-    for _ in range(10):
-        items, _ = mconode.settle(items, base, counter)
-        code, items, err = cli.run(items)
-        assert code in (0, 2), err
-        items = copy.deepcopy(items)
-        for obj in items:
-            if obj["kind"] in ("Pod", "Build") and (obj.get("status") or {}).get("phase") not in (
-                    "Succeeded", "Failed", "Complete"):
-                kubelet.set_phase(obj, "Succeeded", digest=kubelet.digest_for(obj["metadata"]["name"]))
-        if "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
-            settled, _ = mconode.settle(items, base, counter)
-            if settled == items:
-                return items
-            items = settled
-    raise AssertionError("not converged")
-
-
 def measure(kind: str, live: str, binary: Path) -> Row:
     """One change kind, with `liveChanges: live` (apply or rebuild)."""
-    from tests.unit.test_gate import cluster
+    from tests.unit.test_gate import cluster, cycle
     changed, entries, new_base = CHANGES[kind]
     policies = ndp.merged(files=entries)
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,7 +145,7 @@ def measure(kind: str, live: str, binary: Path) -> Row:
         # extensions and the realtime kernel are installed from the release's extensions image
         F.find(items, "ConfigMap", "machine-config-osimageurl")[0]["data"]["baseOSExtensionsContainerImage"] = EXT
         items += [generated(BASE_FILES), ndp.machineconfiguration(policies)]
-        items = _cycle(cli, items, mconode.Counter(), F.BASE)
+        items = cycle(cli, items, mconode.Counter())
         started = {e["metadata"]["name"] for e in F.find(items, "Event") if e["reason"] == "BuildStarted"}
         names = {c["metadata"]["name"] for c in changed}
         items = [o for o in copy.deepcopy(items) if not (o["kind"] == "MachineConfig" and o["metadata"]["name"] in names)]
@@ -174,7 +155,7 @@ def measure(kind: str, live: str, binary: Path) -> Row:
             base = new_base
             F.find(items, "ConfigMap", "machine-config-osimageurl")[0]["data"]["baseOSContainerImage"] = new_base
         counter = mconode.Counter()
-        items = _cycle(cli, items, counter, base)
+        items = cycle(cli, items, counter, base=base)
         builds = len([e for e in F.find(items, "Event") if e["reason"] == "BuildStarted"
                       and e["metadata"]["name"] not in started])
         mcs = {o["metadata"]["name"]: o for o in items if o["kind"] == "MachineConfig"}

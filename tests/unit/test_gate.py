@@ -34,11 +34,12 @@ def cluster(gate="hold", paused=None):
     return items
 
 
-def cycle(cli, items, counter, outcome="Succeeded", runs=8):
+def cycle(cli, items, counter, outcome="Succeeded", runs=8, base=F.BASE):
     """Runs of the reconciler with the MCO settling before each; builds end as `outcome`. Returns the
-    items once a run writes nothing and the MCO has nothing left to do."""
+    items once a run writes nothing and the MCO has nothing left to do. `base`: the release's OS
+    image the render controller starts from (a new one: a cluster upgrade)."""
     for n in range(runs):
-        items, _ = mconode.settle(items, F.BASE, counter)
+        items, _ = mconode.settle(items, base, counter)
         code, items, err = cli.run(items)
         assert code in (0, 2), err
         for obj in F.owned(items, "worker"):
@@ -50,7 +51,7 @@ def cycle(cli, items, counter, outcome="Succeeded", runs=8):
                         kubelet.set_phase(o, outcome, digest=kubelet.digest_for(o["metadata"]["name"])
                                           if outcome == "Succeeded" else None)
         if "0 created, 0 patched, 0 deleted" in err.splitlines()[-1] and n > 0:
-            settled, _ = mconode.settle(items, F.BASE, counter)
+            settled, _ = mconode.settle(items, base, counter)
             if settled == items:
                 return items
             items = settled

@@ -17,6 +17,7 @@ from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from tests.support import factory as F
 from tests.support import mconode, ndp
+from tests.unit.test_gate import cycle
 from tests.unit.test_live_change import ssh_mc
 
 BEFORE = F.ROOT / "tests/golden/snapshot-before-live-changes.yaml"
@@ -56,7 +57,6 @@ def test_its_running_build_finishes_and_the_next_live_change_builds_nothing(any_
     code, items, err = any_cli.run(items)
     assert code == 0, err
     assert F.the_pool(items, "infra")["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
-    from tests.unit.test_gate import cycle
     items = cycle(any_cli, items, mconode.Counter())
     built = {p: F.the_pool(items, p)["metadata"]["annotations"].get(A.IMAGE) for p in POOLS}
     assert built["worker"] == images["worker"] and built["infra"] != images["infra"]
