@@ -81,10 +81,6 @@ class Diff:
         """The prelude's reasons to reboot before any policy is read."""
         return self.os_update or self.kargs or self.fips or self.kernel_type or self.extensions
 
-    @property
-    def empty(self) -> bool:
-        return self == Diff()
-
 
 def _spec(mc: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = mc.get("spec") if isinstance(mc, Mapping) else None

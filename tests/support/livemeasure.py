@@ -176,30 +176,23 @@ def _said(actions: list[dict[str, Any]]) -> str:
     return ", ".join(sorted(out)) or "none"
 
 
+def _mco_rendered(sources: list[dict[str, Any]], base: str) -> dict[str, Any]:
+    """The worker pool's rendered config of these MachineConfigs as the render controller makes it
+    (tests/support/mcorender.py, held to the real one by tests/realapi/test_realapi_mco_parity.py)."""
+    from tests.unit.test_rollout import mco_pool
+    items = mcorender.sync([mco_pool("worker", ("worker",)), *copy.deepcopy(sources)], base_image=base)
+    return F.find(items, "MachineConfig", F.the_pool(items)["spec"]["configuration"]["name"])[0]
+
+
 def mco_layering(kind: str, binary: Path) -> Row:
     """The MCO's own layering (4.20+): a build exactly when `RequiresRebuild(old, new)`, then one
     update whose verdict is the daemon's for the rendered configs it moves between (the image
     changes only with a build)."""
     changed, entries, new_base = CHANGES[kind]
-    old = {"metadata": {"name": "rendered-old"}, "spec": {"osImageURL": F.BASE, "config": generated(BASE_FILES)["spec"]["config"]}}
-    new = copy.deepcopy(old)
-    new["metadata"]["name"] = "rendered-new"
-    for mc in changed:
-        spec = mc["spec"]
-        if mc["metadata"]["name"] == "00-worker":
-            new["spec"]["config"] = copy.deepcopy(spec["config"])
-            continue
-        for key in ("extensions", "kernelType", "kernelArguments"):
-            if key in spec:
-                new["spec"][key] = spec[key]
-        cfg = new["spec"]["config"]
-        cfg.setdefault("storage", {}).setdefault("files", []).extend(spec["config"].get("storage", {}).get("files", []))
-        if spec["config"].get("systemd"):
-            cfg.setdefault("systemd", {}).setdefault("units", []).extend(spec["config"]["systemd"]["units"])
-        if spec["config"].get("passwd"):
-            cfg["passwd"] = spec["config"]["passwd"]
-    if new_base:
-        new["spec"]["osImageURL"] = new_base
+    names = {c["metadata"]["name"] for c in changed}
+    before = [generated(BASE_FILES)]
+    old = _mco_rendered(before, F.BASE)
+    new = _mco_rendered([m for m in before if m["metadata"]["name"] not in names] + changed, new_base or F.BASE)
     rebuild = (old["spec"]["osImageURL"] != new["spec"]["osImageURL"]
                or (old["spec"].get("kernelType") or "") != (new["spec"].get("kernelType") or "")
                or old["spec"].get("extensions") != new["spec"].get("extensions")
