@@ -101,7 +101,7 @@ mco:
 # Three pytest-xdist workers (WORKERS=0: one process): the suite waits on real servers as much as it
 # computes: on 2 cores, 1,931 tests took 10 min 34 s in two workers and 7 min 28 s in three;
 # 2,038 tests 7 min 11 s in three (2026-12-02); 2,213 tests, the MCO's own controllers among them,
-# 14 min 18 s in three (2026-12-04: over the 10-minute goal, issue 37).
+# 14 min 18 s and 11 min 9 s in three (2026-12-04: over the 10-minute goal, issue 37).
 WORKERS ?= 3
 test: install realapi argocd kustomize mco cosign policycheck crcrender
 	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS))
