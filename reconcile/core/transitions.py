@@ -46,6 +46,14 @@ class Transition(enum.Enum):
             "build nothing: one pool patch records the rendered config, its content digest and what the "
             "daemon will do (`ocl-reconciler.io/live`), the image and the build it came from are kept; "
             "Event `LiveChange`")
+    SIGN = ("signing on (`imageSigningKeySecretName`), and the image one of SUCCEED, REUSE, BUILT, "
+            "EQUIVALENT or LIVE would record is not recorded signed with every current key "
+            "(`ocl-reconciler.io/signed`): a new build's, a rollback's, or the one a pool uses when "
+            "signing is turned on or a key added",
+            "create or follow the signing Pod (cosign signs the digest with each key); `Building` for a new "
+            "image, the record kept for one in use; once it succeeds the transition goes on and records "
+            "`ocl-reconciler.io/signed`; if it fails, `Failed` with the signer's reason, the image not "
+            "recorded and nothing rolled out")
     BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go); "
              "with `rollout: machineconfig`, the pool's MachineConfig is written if it is missing or "
              "points at another image")

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconcile.contract import annotations as A
-from reconcile.contract import objects
-from reconcile.core import carryforward, desired, events, images, rollout, storage
+from reconcile.contract import naming, objects
+from reconcile.core import carryforward, desired, events, images, rollout, signing, storage
 from reconcile.core.actions import Action, WarningNote
 from reconcile.core.actions.step import (
     Step,
@@ -25,7 +25,7 @@ from reconcile.core.actions.step import (
 )
 from reconcile.core.decision import MISSING
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import architecture, builders
+from reconcile.imagebuild import architecture, builders, signer
 
 
 def built(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
@@ -195,6 +195,41 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     s.record(A.PENDING, message)
     # after the record, so that a run killed in between tells the same story on the next run
     s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
+
+
+def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The image is not signed with every current key yet: the signing Pod is made, or followed.
+    A new image (a build's, a reuse's) is not recorded until it is signed: the pool says Building,
+    or Failed with the signer's reason; an image in use keeps its record and our MachineConfig."""
+    d, g = s.d, s.d.signing
+    keys = ", ".join(f"{k.secret} ({k.fingerprint[:19]})" for k in d.settings.signing_keys)
+    if g.pod is None:
+        s.plan.actions.append(Action("create", signer.render(
+            name=g.pod_name, namespace=d.settings.namespace,
+            labels=naming.our_labels(d.pool_name, d.inputs.build_id),
+            annotations=naming.our_annotations(d.inputs.rendered_config, wave=1),
+            owner=naming.owner_reference(d.pool), image=g.image,
+            keys=tuple(k.secret for k in d.settings.signing_keys), signer_image=d.settings.signer_image,
+            push_secret=d.settings.push_secret)))
+    # older signing Pods (another key set) and older builds go; this build's objects stay (the
+    # build's digest is read from it again)
+    s.delete(d.stale + tuple(o for o in d.current if o.get("kind") == "Pod" and objects.name(o) != g.pod_name
+                             and objects.name(o).startswith("ocl-sign-")))
+    failed = g.status is not None and g.status.state == A.FAILED
+    said = g.status.message if g.status is not None and g.status.message else ""
+    if g.then in signing.FRESH:
+        what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
+        if failed:
+            return s.record(A.FAILED, f"{what} {g.image}, not recorded: {said} (docs/signing.md, \"Troubleshooting\")")
+        return s.record(A.BUILDING, "; ".join(m for m in (f"{what} {g.image}; signing it with {keys}: Pod "
+                                                           f"{g.pod_name}", said) if m))
+    if failed:
+        s.record(A.FAILED, f"image {g.image} in use is not signed with {keys}: {said} (docs/signing.md, "
+                           "\"Troubleshooting\")", **{A.IMAGE: s.ann.get(A.IMAGE)})
+        return
+    message = "; ".join(m for m in (f"signing {g.image}, in use, with {keys}: Pod {g.pod_name}", said) if m)
+    patch_annotations(s.plan, d.pool, A.changes(s.ann, {A.MESSAGE: A.one_line(message)}))
+    s.plan.state_after, s.plan.message = s.ann.get(A.STATE), message
 
 
 def not_reused(lookup: images.Lookup | None) -> str:

@@ -1,0 +1,74 @@
+"""The signing gate (docs/signing.md): with signing on, a transition that records an image on the
+pool or points our MachineConfig at it (`RECORDS`: a build's success, a reuse or rollback, or an
+image kept as built, equivalent or live) goes on only once the pool records that image signed with
+every current key (`ocl-reconciler.io/signed`). Until then the pool's transition is SIGN: a signing
+Pod (imagebuild/signer.py) signs the digest, and its failure is the pool's, with its reason.
+
+So a newly built image, a rolled-back one and, when signing is turned on or a key added, the image
+a pool uses now are all signed before a run records them or writes them into our MachineConfig;
+turning signing on or rotating a key builds nothing. Pure: `gate` looks at the decision only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import naming, objects
+from reconcile.core.transitions import Transition
+from reconcile.imagebuild import signer, signing
+from reconcile.imagebuild.builders.base import BuildStatus
+
+#: the transitions that record an image or roll it out
+RECORDS = frozenset({Transition.SUCCEED, Transition.REUSE, Transition.BUILT, Transition.EQUIVALENT,
+                     Transition.LIVE})
+#: of those, the ones whose image is not recorded yet: the pool says Building while it is signed
+FRESH = frozenset({Transition.SUCCEED, Transition.REUSE})
+
+
+@dataclass(frozen=True)
+class Signing:
+    """SIGN: the image to sign, the transition that goes on once it is, and the signing Pod."""
+    image: str
+    then: Transition
+    pod_name: str
+    pod: Mapping[str, Any] | None = None
+    status: BuildStatus | None = None
+
+
+def image_of(d: Any) -> str:
+    """The image a transition of RECORDS records: a build's digest, a reuse's image, else the
+    one the pool records."""
+    if d.transition is Transition.SUCCEED:
+        return f"{d.settings.repo}@{d.status.digest}"
+    if d.transition is Transition.REUSE:
+        return d.lookup.image
+    return objects.annotations(d.pool or {}).get(A.IMAGE, "")
+
+
+def pod_name(pool: str, image: str, keys: tuple[signing.Key, ...]) -> str:
+    """The signing Pod of an image and a set of keys (another key set: another Pod)."""
+    return naming.object_name("sign", pool, naming.build_id({"image": image, "keys": signing.fingerprints(keys)}))
+
+
+def gate(d: Any) -> Any:
+    """The decision `d` (core/decision.py), or SIGN where its image is not signed with every key of
+    now; with `signed` set to the record to write once it is (None: signing is off)."""
+    if d.settings is None or d.transition not in RECORDS:
+        return d
+    if not d.settings.signs:
+        return replace(d, signed=None)
+    keys = d.settings.signing_keys
+    image = image_of(d)
+    record = signing.record(image, keys)
+    if signing.signed_with(objects.annotations(d.pool or {}).get(A.SIGNED), image, keys):
+        return replace(d, signed=record)
+    name = pod_name(d.pool_name, image, keys)
+    pod = next((o for o in d.current if o.get("kind") == "Pod" and objects.name(o) == name), None)
+    status = signer.read_status(pod) if pod is not None else None
+    if status is not None and status.state == A.SUCCEEDED:
+        return replace(d, signed=record)
+    return replace(d, transition=Transition.SIGN, signing=Signing(image, d.transition, name, pod, status),
+                   signed=None)

@@ -1,0 +1,60 @@
+"""The signing Pod (manifests/pod-sign.yaml.j2): cosign signs a pushed digest with each key, in a
+Pod of its own, for both builders (an OpenShift Build has no step after its push: postCommit runs
+before it, openshift/api build/v1 types.go `BuildPostCommitSpec`). Rendered and read here, pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.imagebuild import templates
+from reconcile.imagebuild.builders.base import BuildStatus, last_line
+
+#: the signing Pod's deadline: cosign signs and pushes one small manifest per key
+DEADLINE_SECONDS = 600
+
+
+def render(*, name: str, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str],
+           owner: Mapping[str, Any], image: str, keys: tuple[str, ...], signer_image: str,
+           push_secret: str) -> dict[str, Any]:
+    """The Pod that signs `image` (`<repository>@sha256:...`) with the key Secrets `keys`."""
+    return templates.render_object("pod-sign.yaml.j2", name=name, namespace=namespace, labels=labels,
+                                   annotations=annotations, owner=owner, image=image, keys=list(keys),
+                                   signer_image=signer_image, push_secret=push_secret,
+                                   deadline_seconds=DEADLINE_SECONDS)
+
+
+def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def read_status(pod: Mapping[str, Any]) -> BuildStatus:
+    """Succeeded: every key signed. Failed: the first container that failed, with cosign's last
+    line (its termination message) or the Pod's reason. Otherwise Pending or Building, with the
+    reason a container waits for its image."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    where = objects.ref(pod)
+    if phase == "Succeeded":
+        return BuildStatus(A.SUCCEEDED)
+    if phase == "Failed":
+        for c in _statuses(pod):
+            term = (c.get("state") or {}).get("terminated") or {}
+            if term and term.get("exitCode") != 0:
+                reason = last_line(term.get("message", "")) or term.get("reason") or "no reason given"
+                return BuildStatus(A.FAILED, message=A.one_line(
+                    f"signing failed: {where} container {c.get('name')} (exit code {term.get('exitCode')}): "
+                    f"{reason}"))
+        reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p) or "no reason given"
+        return BuildStatus(A.FAILED, message=A.one_line(f"signing failed: {where}: {reason}"))
+    for c in _statuses(pod):
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"):
+            return BuildStatus(A.PENDING, message=A.one_line(
+                f"signing {where} waits: {waiting['reason']}: {waiting.get('message', '')} (settings "
+                "imageSignerImage, imageSigningKeySecretName)"))
+    return BuildStatus(A.BUILDING if phase == "Running" else A.PENDING)
