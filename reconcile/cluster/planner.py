@@ -259,7 +259,8 @@ class Planner:
         after = images.pools_after(everyone.values(), plans)
         if not images.pending([p for p in after if objects.name(p) in planned], self.keep_images):
             return plans
-        images.add_to(plans, everyone.values(), self._list_nodes(), self.keep_images, self.seen.settings.repo)
+        images.add_to(plans, everyone.values(), self._list_nodes(), self.keep_images, self.seen.settings.repo,
+                      self.seen.settings.signs)
         return plans
 
     def push_auths(self) -> dict[str, Any]:

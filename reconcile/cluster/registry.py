@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.imagebuild import auth, imageref
+from reconcile.imagebuild import auth, imageref, signing
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",
@@ -137,6 +137,26 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     (neither of the last two is an error); raises RegistryError otherwise."""
     status = _send("DELETE", image, auths, timeout, ctx)
     return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
+
+
+def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+                     ctx: ssl.SSLContext | None = None) -> str:
+    """Delete cosign's signature attachment of a digested image (`<repo>:sha256-<hex>.sig`,
+    imagebuild/signing.py): its manifest, by the digest of the bytes the tag serves, since a registry
+    deletes a manifest by digest only (distribution's API: `DELETE /v2/<name>/manifests/<digest>`;
+    docker-registry answers a tag with 400 DIGEST_INVALID). Returns "deleted", "no signature" or
+    "deletion disabled"; raises RegistryError otherwise."""
+    tag = signing.sig_tag(image)
+    if tag is None:
+        raise RegistryError(f"{image}: not a sha256-digested image reference")
+    repo, _, name = tag.rpartition(":")
+    host, path = auth.host_and_path(repo)
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx, f"{host}/{path}")
+    if status == 404:
+        return "no signature"
+    if status >= 300 or len(body) > MAX_BODY:
+        raise RegistryError(f"{tag}: the registry answered {status}" if status >= 300 else f"{tag}: too large")
+    return delete(f"{repo}@sha256:{hashlib.sha256(body).hexdigest()}", auths, timeout, ctx)
 
 
 def ping(repo: str, auths: Mapping[str, Any], timeout: float = 30.0,
@@ -287,6 +307,9 @@ class Client:
 
     def delete(self, image: str) -> str:
         return delete(image, *self._ready(image))
+
+    def delete_signature(self, image: str) -> str:
+        return delete_signature(image, *self._ready(image))
 
     def exists(self, image: str) -> bool:
         return exists(image, *self._ready(image))

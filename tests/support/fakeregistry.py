@@ -38,6 +38,8 @@ class FakeRegistry(BaseHTTPRequestHandler):
     gets: list = []
     #: digest -> (body, media type) of what `push` stored: manifests and config blobs
     stored: dict = {}
+    #: tag -> digest: cosign's signature tags (`sign`)
+    tags: dict = {}
 
     def log_message(self, *a):
         pass
@@ -92,6 +94,19 @@ class FakeRegistry(BaseHTTPRequestHandler):
         cls.manifests.add(digest)
         return digest
 
+    @classmethod
+    def sign(cls, digest: str) -> str:
+        """Attach a signature as cosign 2.x does: a manifest tagged `sha256-<hex>.sig` (sigstore/cosign
+        pkg/oci/remote/remote.go, SignatureTag) whose layer carries the signature annotation. Its digest."""
+        body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST, "layers": [{
+            "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": digest, "size": 1,
+            "annotations": {"dev.cosignproject.cosign/signature": "MEUCIQ=="}}]}).encode()
+        sig = "sha256:" + hashlib.sha256(body).hexdigest()
+        cls.stored[sig] = (body, MANIFEST)
+        cls.manifests.add(sig)
+        cls.tags[digest.replace(":", "-") + ".sig"] = sig
+        return sig
+
     def _body(self, body: bytes, media: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", media)
@@ -110,6 +125,8 @@ class FakeRegistry(BaseHTTPRequestHandler):
             self.send_response(200)
         elif "/manifests/" in self.path and last in cls.manifests:
             return self._body(*cls.stored.get(last, (self.manifest(self.config(None)), MANIFEST)))
+        elif "/manifests/" in self.path and cls.tags.get(last) in cls.manifests:
+            return self._body(*cls.stored[cls.tags[last]])
         elif "/blobs/" in self.path and last in cls.stored:
             return self._body(*cls.stored[last])
         else:
@@ -152,7 +169,7 @@ def serve(handler: type[FakeRegistry], manifests: set | None = None) -> Iterator
     """Start `handler` on 127.0.0.1 (fresh records); yields its host:port; stops it after."""
     handler.manifests = set(DIGESTS if manifests is None else manifests)
     handler.deleted, handler.heads, handler.gets, handler.deletion = [], [], [], True
-    handler.stored = {}
+    handler.stored, handler.tags = {}, {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
