@@ -316,3 +316,16 @@ def test_which_policy_scopes_cover_our_repository(scope, covered):
     """containers-policy.json(5): a scope is a repository, a namespace or a host, or *.domain."""
     policy = {"metadata": {"name": "p"}, "spec": {"scopes": [scope]}}
     assert (signing.covering([policy], F.REPO) == ["p"]) is covered
+
+
+def test_upgrade_a_cluster_the_previous_version_left_with_signing_off_rebuilds_and_writes_nothing():
+    """The previous version wrote no `ocl-reconciler.io/signed` and read no key: its pools' record
+    is BUILT here, with no write at all (the build id hashes no signing input)."""
+    cluster = signing_cluster()
+    set_keys(cluster, None)
+    built_and_pushed(cluster)
+    run(cluster)
+    assert ann(cluster)[A.STATE] == A.SUCCEEDED and A.SIGNED not in ann(cluster)
+    cluster.writes.clear()
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.BUILT.name and cluster.writes == []
