@@ -129,14 +129,16 @@ def signing_off(cluster: Cluster, found: Settings) -> Settings | Problem:
     except NotFound:
         policies = []
     except Forbidden as err:
-        return Problem(f"signing is off (ConfigMap {settings.BUILD_CONFIG} sets no {signing.KEY_SECRETS!r}) but "
+        return Problem(f"signing is off (ConfigMap {settings.BUILD_CONFIG} sets no {signing.KEY_SECRETS!r}) "
+                       "but "
                        f"pools record signed images, and the ClusterImagePolicies cannot be read: {err}; "
                        "re-apply your overlay (its ClusterRole comes from kustomize/base)")
     names = signing.covering(policies, found.repo)
     if not names:
         return found
     return Problem(f"ConfigMap {settings.BUILD_CONFIG} sets no {signing.KEY_SECRETS!r} (signing is off), but "
-                   f"ClusterImagePolicy {', '.join(names)} requires signatures for {found.repo}: the nodes would "
+                   f"ClusterImagePolicy {', '.join(names)} requires signatures for {found.repo}: the nodes "
+                   "would "
                    "refuse every image built from now on and go Degraded; set the key again, or delete the "
                    "policy first (docs/signing.md, \"Turning signing off\")")
 

@@ -151,11 +151,13 @@ def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0
         raise RegistryError(f"{image}: not a sha256-digested image reference")
     repo, _, name = tag.rpartition(":")
     host, path = auth.host_and_path(repo)
-    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx, f"{host}/{path}")
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
+                            f"{host}/{path}")
     if status == 404:
         return "no signature"
     if status >= 300 or len(body) > MAX_BODY:
-        raise RegistryError(f"{tag}: the registry answered {status}" if status >= 300 else f"{tag}: too large")
+        raise RegistryError(f"{tag}: the registry answered {status}" if status >= 300
+                            else f"{tag}: its manifest is too large")
     return delete(f"{repo}@sha256:{hashlib.sha256(body).hexdigest()}", auths, timeout, ctx)
 
 

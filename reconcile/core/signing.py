@@ -50,7 +50,8 @@ def image_of(d: Any) -> str:
 
 def pod_name(pool: str, image: str, keys: tuple[signing.Key, ...]) -> str:
     """The signing Pod of an image and a set of keys (another key set: another Pod)."""
-    return naming.object_name("sign", pool, naming.build_id({"image": image, "keys": signing.fingerprints(keys)}))
+    which = naming.build_id({"image": image, "keys": signing.fingerprints(keys)})
+    return naming.object_name("sign", pool, which)
 
 
 def gate(d: Any) -> Any:

@@ -231,8 +231,9 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {err}") from None
     signer = _signer_image(build)
     if signers and "/" in push:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePushSecretName': {push!r} is in another "
-                            f"namespace, and with {signing.KEY_SECRETS!r} set the signing Pod mounts it: keep "
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePushSecretName': {push!r} is in "
+                            f"another namespace, and with {signing.KEY_SECRETS!r} set the signing Pod mounts "
+                            "it: keep "
                             "the push Secret in this namespace")
     buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
         else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
@@ -336,8 +337,8 @@ def _signer_image(build: Mapping[str, str]) -> str:
     if not value:
         return signing.DEFAULT_SIGNER_IMAGE
     if not _image(BUILD_CONFIG, signing.SIGNER_IMAGE, value) or imageref.parse(value).digest is None:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {signing.SIGNER_IMAGE!r}: {value!r} is not pinned "
-                            "by digest (name@sha256:...): the signer holds the signing key")
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {signing.SIGNER_IMAGE!r}: {value!r} is not "
+                            "pinned by digest (name@sha256:...): the signer holds the signing key")
     return value
 
 

@@ -55,8 +55,8 @@ def secret_names(value: str) -> tuple[str, ...]:
         raise Invalid(f"key {KEY_SECRETS!r}: {value!r} is not one Secret name of this namespace, or two "
                       "separated by a comma (lowercase RFC 1123)")
     if len(names) > MAX_KEYS or len(set(names)) != len(names):
-        raise Invalid(f"key {KEY_SECRETS!r}: {value!r} names {len(names)} Secrets; name one, or two different "
-                      "ones while a key is rotated (docs/signing.md)")
+        raise Invalid(f"key {KEY_SECRETS!r}: {value!r} names {len(names)} Secrets; name one, or two "
+                      "different ones while a key is rotated (docs/signing.md)")
     return names
 
 
@@ -76,7 +76,8 @@ def fingerprint(pem: bytes) -> str | None:
     return f"sha256:{hashlib.sha256(der).hexdigest()}" if der else None
 
 
-def keys(namespace: str, names: Iterable[str], secrets: Mapping[str, Mapping[str, Any] | None]) -> tuple[Key, ...]:
+def keys(namespace: str, names: Iterable[str],
+         secrets: Mapping[str, Mapping[str, Any] | None]) -> tuple[Key, ...]:
     """Each named key Secret's fingerprint, in the order named. Raises Invalid."""
     out = []
     for name in names:
@@ -141,7 +142,8 @@ def covers(scope: str, repo: str) -> bool:
 def covering(policies: Iterable[Mapping[str, Any]], repo: str) -> list[str]:
     """The names of the ClusterImagePolicies with a scope that covers our repository."""
     return sorted(objects.name(p) for p in policies
-                  if any(isinstance(s, str) and covers(s, repo) for s in (objects.spec(p).get("scopes") or [])))
+                  if any(isinstance(s, str) and covers(s, repo)
+                         for s in (objects.spec(p).get("scopes") or [])))
 
 
 def policy_key(policy: Mapping[str, Any]) -> bytes | None:

@@ -50,14 +50,16 @@ def check_image_policy(f: Facts) -> list[Line]:
                            f"{', '.join(unsigned)} use an image not yet recorded as signed with every key",
                      "wait until the runs record ocl-reconciler.io/signed on every pool, then apply "
                      + _COMPONENT)]
-        return [(WARN, f"signing is on, but no ClusterImagePolicy covers {f.settings.repo}: nodes still boot "
-                       "unsigned images from it", "every pool's image is signed: apply " + _COMPONENT)]
+        return [(WARN, f"signing is on, but no ClusterImagePolicy covers {f.settings.repo}: nodes still "
+                       "boot unsigned images from it", "every pool's image is signed: apply " + _COMPONENT)]
     if unsigned:
-        return [(FAIL, f"ClusterImagePolicy {names} covers {f.settings.repo}, but pool(s) {', '.join(unsigned)} "
-                       "use an image not recorded as signed with every key: their nodes refuse it on their "
-                       "next rebase", "wait for the runs to sign it (ocl-reconcile explain POOL), or remove the "
-                                      "policy until they did")]
-    return [(OK, f"ClusterImagePolicy {names} covers {f.settings.repo}, and every pool's image is signed", "")]
+        return [(FAIL, f"ClusterImagePolicy {names} covers {f.settings.repo}, but pool(s) "
+                       f"{', '.join(unsigned)} use an image not recorded as signed with every key: their "
+                       "nodes refuse it on their next rebase",
+                 "wait for the runs to sign it (ocl-reconcile explain POOL), or remove the policy until "
+                 "they did")]
+    return [(OK, f"ClusterImagePolicy {names} covers {f.settings.repo}, and every pool's image is signed",
+             "")]
 
 
 def check_policy_key(f: Facts) -> list[Line]:
@@ -73,15 +75,15 @@ def check_policy_key(f: Facts) -> list[Line]:
         key = signing.policy_key(policy)
         printed = signing.fingerprint(key) if key else None
         if printed is None:
-            out.append((FAIL, f"ClusterImagePolicy {name}: no PublicKey rootOfTrust with a PEM key: the builds "
-                              "sign with a key, so the nodes would refuse their images",
+            out.append((FAIL, f"ClusterImagePolicy {name}: no PublicKey rootOfTrust with a PEM key: the "
+                              "builds sign with a key, so the nodes would refuse their images",
                         "use policyType PublicKey with cosign.pub of the key Secret (docs/signing.md)"))
         elif printed in ours:
-            out.append((OK, f"ClusterImagePolicy {name}: its key is Secret {ours[printed]}'s ({printed[:19]}...)",
-                        ""))
+            out.append((OK, f"ClusterImagePolicy {name}: its key is Secret {ours[printed]}'s "
+                            f"({printed[:19]}...)", ""))
         else:
-            out.append((FAIL, f"ClusterImagePolicy {name}: its key ({printed[:19]}...) is none the builds sign "
-                              f"with ({', '.join(ours.values())})",
+            out.append((FAIL, f"ClusterImagePolicy {name}: its key ({printed[:19]}...) is none the builds "
+                              f"sign with ({', '.join(ours.values())})",
                         f"rotating? name both key Secrets in {signing.KEY_SECRETS!r} first (docs/signing.md, "
                         "\"Rotating the key\")"))
     return out
@@ -118,13 +120,14 @@ def check_rendered_policy(f: Facts) -> list[Line]:
         if name in f.rendered_policy_errors:
             out.append((WARN, f"pool {name}: cannot read {rendered}: {f.rendered_policy_errors[name]}", ""))
             continue
-        keys = {signing.fingerprint(k) for k in _requirement(f.rendered_policies.get(name, ""), f.settings.repo)}
+        required = _requirement(f.rendered_policies.get(name, ""), f.settings.repo)
+        keys = {signing.fingerprint(k) for k in required}
         if keys & ours:
             out.append((OK, f"pool {name}: {rendered} requires our signature for {f.settings.repo} in "
                             "/etc/containers/policy.json", ""))
         else:
             out.append((WARN, f"pool {name}: {rendered} has no sigstoreSigned requirement with our key for "
                               f"{f.settings.repo} in /etc/containers/policy.json yet",
-                        "the MCO renders the ClusterImagePolicy into every pool's config: wait for the pool to "
-                        "render (oc get mcp), or see the machine-config-controller's log"))
+                        "the MCO renders the ClusterImagePolicy into every pool's config: wait for the pool "
+                        "to render (oc get mcp), or see the machine-config-controller's log"))
     return out

@@ -24,7 +24,7 @@ from reconcile.cluster import apply, observe
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.cluster.planner import Planner
 from reconcile.contract import annotations as A
-from reconcile.contract import naming, objects
+from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core.transitions import Transition
 from reconcile.imagebuild import settings, signer, signing

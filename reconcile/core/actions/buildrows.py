@@ -220,7 +220,8 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     if g.then in signing.FRESH:
         what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
         if failed:
-            return s.record(A.FAILED, f"{what} {g.image}, not recorded: {said} (docs/signing.md, \"Troubleshooting\")")
+            return s.record(A.FAILED, f"{what} {g.image}, not recorded: {said} "
+                                      "(docs/signing.md, \"Troubleshooting\")")
         return s.record(A.BUILDING, "; ".join(m for m in (f"{what} {g.image}; signing it with {keys}: Pod "
                                                            f"{g.pod_name}", said) if m))
     if failed:
