@@ -329,3 +329,25 @@ def test_upgrade_a_cluster_the_previous_version_left_with_signing_off_rebuilds_a
     cluster.writes.clear()
     (plan,) = run(cluster)
     assert plan.transition == Transition.BUILT.name and cluster.writes == []
+
+
+def test_the_openshift_build_path_signs_in_its_own_pod_after_the_build_completes():
+    """An OpenShift Build has no step after its push (postCommit runs before it: openshift/api
+    build/v1 types.go, `BuildPostCommitSpec`, "executed ... before the image is pushed"): the
+    signing Pod follows a Complete Build, and the pool records Succeeded only after it."""
+    items = F.cluster(F.pool(), settings=[
+        F.build_config(imageSigningKeySecretName="cosign-old", imageBuilderType="openshift-image-builder"),
+        F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret"), key_secret("cosign-old")])
+    cluster = MemoryCluster(items, clock=lambda: F.NOW)
+    run(cluster)
+    (build,) = cluster.list("Build", F.NS)
+    cluster.store[("Build", F.NS, objects.name(build))] = kubelet.set_phase(copy.deepcopy(build), "Succeeded")
+    image = f"{F.REPO}@{kubelet.digest_for(objects.name(build))}"
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.SIGN.name and A.IMAGE not in ann(cluster)
+    (sign_pod,) = pods(cluster, "ocl-sign-")
+    assert sign_pod["spec"]["containers"][0]["args"][-1] == image
+    set_sign_phase(cluster, sign_pod, "Succeeded")
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.SUCCEED.name and ann(cluster)[A.IMAGE] == image
+    assert ann(cluster)[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
