@@ -367,3 +367,32 @@ def test_the_signing_pod_passes_strict_schema_validation_and_escapes_its_values(
     assert pod["metadata"]["annotations"] == {"b": hostile}
     pod["metadata"]["labels"] = {}
     kubernetes_validate.validate(pod, "1.32.0", strict=True)
+
+
+def test_a_rollback_reuse_is_signed_before_it_is_recorded():
+    """REUSE (the registry has the image the history maps the build id to, labelled with it) goes
+    through the gate: Building while the signing Pod signs it, recorded once it did."""
+    from reconcile.core import decision, images
+    from reconcile.core.actions import table
+    found = settings.with_keys(read(imageSigningKeySecretName="cosign-old"), {"cosign-old": key_secret("cosign-old")})
+    pool = F.pool()
+    mcs = {pool["spec"]["configuration"]["name"]: F.machineconfig(pool["spec"]["configuration"]["name"])}
+    bid = decision.decide_pool(found, pool, [], mcs).inputs.build_id
+    image = f"{F.REPO}@sha256:" + "9" * 64
+    pool["metadata"]["annotations"][A.IMAGES] = f"{bid}={image}"
+    d = decision.decide_pool(found, pool, [], mcs)
+    assert d.transition is Transition.START and d.candidate == image
+    d = decision.with_lookup(d, images.Lookup(image, True))
+    assert d.transition is Transition.SIGN and d.signing.then is Transition.REUSE and d.signing.image == image
+    plan = table.act(d, F.NOW)
+    (pod,) = [a.obj for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Pod"]
+    assert plan.state_after == A.BUILDING and pod["spec"]["containers"][0]["args"][-1] == image
+    after = next(a.after for a in plan.actions if a.verb == "patch")
+    assert A.IMAGE not in objects.annotations(after)
+    pod["status"] = {"phase": "Succeeded"}
+    d = decision.decide_pool(found, after, [pod], mcs)
+    assert d.transition is Transition.RETRY
+    d = decision.with_lookup(d, images.Lookup(image, True))
+    assert d.transition is Transition.REUSE and d.signed == signing.record(image, found.signing_keys)
+    got = objects.annotations(next(a.after for a in table.act(d, F.NOW).actions if a.verb == "patch"))
+    assert got[A.IMAGE] == image and got[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
