@@ -36,6 +36,11 @@ class Signing:
     pod_name: str
     pod: Mapping[str, Any] | None = None
     status: BuildStatus | None = None
+    #: the signing Pod as this run renders it (made when `pod` is None)
+    want: Mapping[str, Any] | None = None
+    #: `pod` has the name and our labels but runs something else (core/actions/buildrows.py `sign`
+    #: deletes it, the next run makes ours): its status is not read
+    impostor: bool = False
 
 
 def image_of(d: Any) -> str:
@@ -54,22 +59,40 @@ def pod_name(pool: str, image: str, keys: tuple[signing.Key, ...]) -> str:
     return naming.object_name("sign", pool, which)
 
 
+def render(d: Any, name: str, image: str) -> dict[str, Any]:
+    """The signing Pod of decision `d` for `image`."""
+    return signer.render(
+        name=name, namespace=d.settings.namespace, labels=naming.our_labels(d.pool_name, d.inputs.build_id),
+        annotations=naming.our_annotations(d.inputs.rendered_config, wave=1),
+        owner=naming.owner_reference(d.pool), image=image,
+        keys=tuple(k.secret for k in d.settings.signing_keys), signer_image=d.settings.signer_image,
+        push_secret=d.settings.push_secret)
+
+
 def gate(d: Any) -> Any:
     """The decision `d` (core/decision.py), or SIGN where its image is not signed with every key of
-    now; with `signed` set to the record to write once it is (None: signing is off)."""
+    now; with `signed` set to the record to write once it is (None: signing is off). Only a digest
+    of our repository is signed: the pool's image record is an annotation others can write."""
     if d.settings is None or d.transition not in RECORDS:
         return d
     if not d.settings.signs:
         return replace(d, signed=None)
     keys = d.settings.signing_keys
     image = image_of(d)
+    if not signing.digest_of(image, d.settings.repo):
+        return replace(d, transition=Transition.BLOCKED, signed=None, problem=(
+            f"the image the pool records, {image!r}, is not a digest of {d.settings.repo} "
+            f"({d.settings.repo}@sha256:...): it is not signed, nor rolled out; set a new rebuild token to "
+            f"build and sign one: oc annotate mcp {d.pool_name} {A.REBUILD}=$(date +%s) --overwrite"))
     record = signing.record(image, keys)
     if signing.signed_with(objects.annotations(d.pool or {}).get(A.SIGNED), image, keys):
         return replace(d, signed=record)
     name = pod_name(d.pool_name, image, keys)
+    want = render(d, name, image)
     pod = next((o for o in d.current if o.get("kind") == "Pod" and objects.name(o) == name), None)
-    status = signer.read_status(pod) if pod is not None else None
+    impostor = pod is not None and not signer.made_as(pod, want)
+    status = signer.read_status(pod) if pod is not None and not impostor else None
     if status is not None and status.state == A.SUCCEEDED:
         return replace(d, signed=record)
-    return replace(d, transition=Transition.SIGN, signing=Signing(image, d.transition, name, pod, status),
-                   signed=None)
+    return replace(d, transition=Transition.SIGN, signed=None,
+                   signing=Signing(image, d.transition, name, pod, status, want, impostor))

@@ -5,6 +5,7 @@ before it, openshift/api build/v1 types.go `BuildPostCommitSpec`). Rendered and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,44 @@ def render(*, name: str, namespace: str, labels: Mapping[str, str], annotations:
                                    annotations=annotations, owner=owner, image=image, keys=list(keys),
                                    signer_image=signer_image, push_secret=push_secret,
                                    deadline_seconds=DEADLINE_SECONDS)
+
+
+def _list(obj: Any, key: str) -> list[Any]:
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, list) else []
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _volume(v: Any) -> dict[str, Any]:
+    """A volume's source, without the mode the API server defaults."""
+    v = v if isinstance(v, Mapping) else {}
+    out: dict[str, Any] = {"name": v.get("name"), "emptyDir": "emptyDir" in v}
+    for kind in ("secret", "configMap"):
+        if isinstance(v.get(kind), Mapping):
+            out[kind] = {k: x for k, x in v[kind].items() if k != "defaultMode"}
+    return out
+
+
+def _shape(pod: Mapping[str, Any]) -> str:
+    """What the Pod runs, with what: each container's image, command, args, env and mounts, and
+    the volumes' sources (what the API server and admission leave as the template made them)."""
+    spec = pod.get("spec")
+    return _canon({part: [{"name": c.get("name"), "image": c.get("image"), "command": c.get("command"),
+                           "args": c.get("args"), "env": c.get("env"),
+                           "mounts": sorted(_canon(m) for m in _list(c, "volumeMounts"))}
+                          for c in _list(spec, part) if isinstance(c, Mapping)]
+                   for part in ("initContainers", "containers")}
+                  | {"volumes": sorted(_canon(_volume(v)) for v in _list(spec, "volumes"))})
+
+
+def made_as(pod: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """Does `pod` (found under the signing Pod's name and our labels) run what `want` (this run's
+    render) runs? Anyone who may create Pods here can make one of that name first, or in its place,
+    that exits 0 without signing: its success says nothing."""
+    return _shape(pod) == _shape(want)
 
 
 def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:

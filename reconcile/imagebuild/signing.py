@@ -34,6 +34,7 @@ DEFAULT_SIGNER_IMAGE = ("gcr.io/projectsigstore/cosign:v2.4.1"
                         "@sha256:b03690aa52bfe94054187142fba24dc54137650682810633901767d8a3e15b31")
 PRIVATE_KEY, PUBLIC_KEY, PASSWORD = "cosign.key", "cosign.pub", "cosign.password"
 SECRET_KEYS = (PRIVATE_KEY, PUBLIC_KEY, PASSWORD)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PEM = re.compile(rb"-----BEGIN PUBLIC KEY-----\s*([A-Za-z0-9+/=\s]+?)\s*-----END PUBLIC KEY-----")
 
 
@@ -117,12 +118,18 @@ def signed_with(value: str | None, image: str, found: Iterable[Key]) -> bool:
     return bool(sep) and recorded == image and set(fingerprints(found).split(",")) <= set(prints.split(","))
 
 
+def digest_of(image: str, repo: str) -> bool:
+    """Is `image` `<repo>@sha256:<hex>`, the only form the signer signs?"""
+    name, sep, digest = image.partition("@")
+    return bool(sep) and name == repo and bool(_DIGEST.fullmatch(digest))
+
+
 def sig_tag(image: str) -> str | None:
     """cosign's signature attachment of `<repo>@sha256:<hex>`: `<repo>:sha256-<hex>.sig`
     (sigstore/cosign pkg/oci/remote/remote.go, `SignatureTag`: the digest's `:` made `-`, suffix
     `.sig`), which containers/image reads (`use-sigstore-attachments`)."""
     repo, sep, digest = image.partition("@")
-    if not sep or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+    if not sep or not _DIGEST.fullmatch(digest):
         return None
     return f"{repo}:{digest.replace(':', '-')}.sig"
 

@@ -101,6 +101,14 @@ def ann(cluster: MemoryCluster) -> dict:
     return objects.annotations(cluster.get("MachineConfigPool", "", "worker"))
 
 
+def signed_then(cluster: MemoryCluster, sign_pod: dict, image: str, then: Transition) -> None:
+    """The signing Pod succeeds: the next run goes on with `then` and records the image signed."""
+    set_sign_phase(cluster, sign_pod, "Succeeded")
+    (plan,) = run(cluster)
+    assert plan.transition == then.name
+    assert ann(cluster)[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
+
+
 # -- settings ------------------------------------------------------------------------------------
 
 def read(**build):
@@ -249,10 +257,7 @@ def test_turning_signing_on_signs_the_image_in_use_and_builds_nothing():
     assert not pods(cluster, "ocl-build-")                                   # nothing rebuilt
     assert ann(cluster)[A.BUILD] == before[A.BUILD] and ann(cluster)[A.IMAGE] == image
     (sign_pod,) = pods(cluster, "ocl-sign-")
-    set_sign_phase(cluster, sign_pod, "Succeeded")
-    (plan,) = run(cluster)
-    assert plan.transition == Transition.BUILT.name
-    assert ann(cluster)[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
+    signed_then(cluster, sign_pod, image, Transition.BUILT)
 
 
 def test_rotation_signs_with_both_keys_then_records_the_new_one_alone():

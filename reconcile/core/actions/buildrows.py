@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconcile.contract import annotations as A
-from reconcile.contract import naming, objects
+from reconcile.contract import objects
 from reconcile.core import carryforward, desired, events, images, rollout, signing, storage
 from reconcile.core.actions import Action, WarningNote
 from reconcile.core.actions.step import (
@@ -25,7 +25,7 @@ from reconcile.core.actions.step import (
 )
 from reconcile.core.decision import MISSING
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import architecture, builders, signer
+from reconcile.imagebuild import architecture, builders
 
 
 def built(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
@@ -204,19 +204,16 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     d, g = s.d, s.d.signing
     keys = ", ".join(f"{k.secret} ({k.fingerprint[:19]})" for k in d.settings.signing_keys)
     if g.pod is None:
-        s.plan.actions.append(Action("create", signer.render(
-            name=g.pod_name, namespace=d.settings.namespace,
-            labels=naming.our_labels(d.pool_name, d.inputs.build_id),
-            annotations=naming.our_annotations(d.inputs.rendered_config, wave=1),
-            owner=naming.owner_reference(d.pool), image=g.image,
-            keys=tuple(k.secret for k in d.settings.signing_keys), signer_image=d.settings.signer_image,
-            push_secret=d.settings.push_secret)))
-    # older signing Pods (another key set) and older builds go; this build's objects stay (the
-    # build's digest is read from it again)
-    s.delete(d.stale + tuple(o for o in d.current if o.get("kind") == "Pod" and objects.name(o) != g.pod_name
-                             and objects.name(o).startswith("ocl-sign-")))
+        s.plan.actions.append(Action("create", dict(g.want or {})))
+    # older signing Pods (another key set), one of this name that runs something else, and older
+    # builds go; this build's objects stay (the build's digest is read from it again)
+    s.delete(d.stale + tuple(o for o in d.current if o.get("kind") == "Pod" and objects.name(o).startswith(
+        "ocl-sign-") and (objects.name(o) != g.pod_name or g.impostor)))
     failed = g.status is not None and g.status.state == A.FAILED
     said = g.status.message if g.status is not None and g.status.message else ""
+    if g.impostor:
+        said = (f"Pod {g.pod_name} is not the signing Pod this run makes (another image, command or "
+                "volumes): deleted, its status ignored; the next run makes ours")
     if g.then in signing.FRESH:
         what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
         if failed:
