@@ -16,7 +16,7 @@ import pytest
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import signing
+from reconcile.imagebuild import signer, signing
 from tests.support import factory as F
 from tests.unit.test_signing_plan import (
     ann,
@@ -110,6 +110,22 @@ def test_a_converged_signed_cluster_makes_no_write():
     for _ in range(2):
         (plan,) = run(cluster)
         assert plan.transition == Transition.BUILT.name and cluster.writes == []
+
+
+def test_the_signing_container_is_locked_down():
+    pod = signer.render(name="ocl-sign-worker-x", namespace=F.NS, labels={}, annotations={}, owner={},
+                        image=f"{F.REPO}@sha256:" + "c" * 64, keys=("a", "b"),
+                        signer_image=signing.DEFAULT_SIGNER_IMAGE, push_secret="push-secret")
+    for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]} and sc.get("privileged") in (None, False)
+        assert sc.get("readOnlyRootFilesystem") is True
+        writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert writable == {env["HOME"]} and env["TMPDIR"] == env["HOME"]
+        assert c["resources"]["limits"]["memory"]
+    assert objects.name(pod) == "ocl-sign-worker-x"
 
 
 def test_the_machineconfig_rollout_waits_for_the_signature_and_then_makes_no_write():
