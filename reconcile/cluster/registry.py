@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.imagebuild import auth, imageref, signing
+from reconcile.imagebuild import auth, imageref, signatures, signing
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",
@@ -231,6 +231,40 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
+def signatures_of(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+                  ctx: ssl.SSLContext | None = None) -> list[signatures.Signature] | None:
+    """cosign's signatures of a digested image as the registry holds them, fetched as
+    containers/image fetches them (docker/docker_image_src.go, `appendSignaturesFromSigstoreAttachments`):
+    a GET of the `sha256-<hex>.sig` tag's manifest, then of each signature layer's blob, whose
+    content must hash to its digest. None when there is no such tag (404); raises RegistryError when
+    the registry cannot say or serves what cosign does not write. imagebuild/signatures.py decides."""
+    tag = signing.sig_tag(image)
+    if tag is None:
+        raise RegistryError(f"{image}: not a sha256-digested image reference")
+    repo, _, name = tag.rpartition(":")
+    host, path = auth.host_and_path(repo)
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status == 404:
+        return None
+    if status >= 300:
+        raise RegistryError(f"{tag}: the registry answered {status} to GET of the signature manifest")
+    try:
+        found = signatures.layers(_served(body, tag, "signature manifest", None))
+    except signatures.Unreadable as err:
+        raise RegistryError(f"{tag}: {err}") from None
+    out = []
+    for layer in found:
+        status, _, blob = _call("GET", host, f"/v2/{path}/blobs/{layer.digest}", tag, auths, timeout, ctx,
+                                f"{host}/{path}")
+        if status >= 300:
+            raise RegistryError(f"{tag}: the registry answered {status} to GET of its blob {layer.digest}")
+        if len(blob) > MAX_BODY or f"sha256:{hashlib.sha256(blob).hexdigest()}" != layer.digest:
+            raise RegistryError(f"{tag}: the registry served a blob whose digest is not {layer.digest}")
+        out.append(signatures.Signature(blob, layer.signature))
+    return out
+
+
 _INDEXES = ("application/vnd.oci.image.index.v1+json",
             "application/vnd.docker.distribution.manifest.list.v2+json")
 
@@ -318,6 +352,9 @@ class Client:
 
     def labels(self, image: str) -> dict[str, str] | None:
         return labels(image, *self._ready(image))
+
+    def signatures(self, image: str) -> list[signatures.Signature] | None:
+        return signatures_of(image, *self._ready(image))
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))

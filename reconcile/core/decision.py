@@ -79,8 +79,10 @@ class Decision:
 
 
 def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
-    """The decision once the registry said whether it has the candidate image: REUSE if it does."""
+    """The decision once the registry said whether it has the candidate image: REUSE if it does
+    (with signing on, only if a current key signed it: core/signing.py `verified`)."""
     assert d.observed is not None and lookup.image == d.candidate
+    lookup = signing.verified(d.settings, lookup)
     observed = replace(d.observed, reusable=bool(lookup.found))
     return signing.gate(replace(d, transition=decide(observed), observed=observed, lookup=lookup))
 

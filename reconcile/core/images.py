@@ -69,6 +69,11 @@ class Lookup:
     found: bool | None          # None: the registry could not be asked; `detail` says why
     detail: str = ""
     simulated: bool = False     # a snapshot run: not asked, taken as there
+    #: with signing on, once its label matched: what the registry holds under its cosign signature
+    #: tag (None: not read, or no such tag); core/signing.py `verified` decides
+    signatures: tuple[Any, ...] | None = None
+    #: the current keys (fingerprints) with a valid signature on it, once `verified`
+    signed_by: tuple[str, ...] = ()
 
 
 def labelled(image: str, labels: Mapping[str, str] | None, build_id: str) -> Lookup:

@@ -4,9 +4,13 @@ image kept as built, equivalent or live) goes on only once the pool records that
 every current key (`ocl-reconciler.io/signed`). Until then the pool's transition is SIGN: a signing
 Pod (imagebuild/signer.py) signs the digest, and its failure is the pool's, with its reason.
 
-So a newly built image, a rolled-back one and, when signing is turned on or a key added, the image
-a pool uses now are all signed before a run records them or writes them into our MachineConfig;
-turning signing on or rotating a key builds nothing. Pure: `gate` looks at the decision only.
+So a newly built image and, when signing is turned on or a key added, the image a pool uses now
+are signed before a run records them or writes them into our MachineConfig; turning signing on or
+rotating a key builds nothing. Those are images this reconciler built (or reused, checked) and
+recorded on the pool. An image found only in the registry, the one a rollback would reuse, is
+never signed by us: its build-id label is something anyone who may push can write. It is reused
+only if a current key signed it already (`verified`, from the signatures the shell read), else
+the pool builds again. Pure: `verified` and `gate` look at the decision only.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
+from reconcile.core import images
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import signer, signing
+from reconcile.imagebuild import signatures, signer, signing
 from reconcile.imagebuild.builders.base import BuildStatus
 
 #: the transitions that record an image or roll it out
@@ -69,6 +74,31 @@ def render(d: Any, name: str, image: str) -> dict[str, Any]:
         push_secret=d.settings.push_secret)
 
 
+def verified(found: Any, lookup: images.Lookup) -> images.Lookup:
+    """The registry's answer about a rollback's image, with signing on (`found`: the settings): found
+    only if a current key signed that image for our repository (imagebuild/signatures.py), else not
+    found, saying why (the pool builds again; nothing is signed). A snapshot run asks no registry:
+    its image is taken as there and signed."""
+    if found is None or not found.signs or not lookup.found:
+        return lookup
+    if lookup.simulated:
+        return replace(lookup, signed_by=tuple(k.fingerprint for k in found.signing_keys))
+    verdict = signatures.verify(lookup.signatures, lookup.image, found.repo, found.signing_keys)
+    if not verdict.keys:
+        return replace(lookup, found=False, detail=f"{verdict.why}: an image only found in the registry "
+                                                   "is reused only if a current key signed it, never signed "
+                                                   "by us")
+    return replace(lookup, signed_by=verdict.keys)
+
+
+def _signed(d: Any, image: str, keys: tuple[signing.Key, ...]) -> bool:
+    """Is `image` signed with every current key: for a reuse, by the signatures the registry holds
+    (`verified`); otherwise by the pool's record, which only this reconciler writes."""
+    if d.transition is Transition.REUSE:
+        return {k.fingerprint for k in keys} <= set(d.lookup.signed_by)
+    return signing.signed_with(objects.annotations(d.pool or {}).get(A.SIGNED), image, keys)
+
+
 def gate(d: Any) -> Any:
     """The decision `d` (core/decision.py), or SIGN where its image is not signed with every key of
     now; with `signed` set to the record to write once it is (None: signing is off). Only a digest
@@ -85,7 +115,7 @@ def gate(d: Any) -> Any:
             f"({d.settings.repo}@sha256:...): it is not signed, nor rolled out; set a new rebuild token to "
             f"build and sign one: oc annotate mcp {d.pool_name} {A.REBUILD}=$(date +%s) --overwrite"))
     record = signing.record(image, keys)
-    if signing.signed_with(objects.annotations(d.pool or {}).get(A.SIGNED), image, keys):
+    if _signed(d, image, keys):
         return replace(d, signed=record)
     name = pod_name(d.pool_name, image, keys)
     want = render(d, name, image)

@@ -16,7 +16,7 @@ import binascii
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconcile.contract import objects
@@ -34,7 +34,7 @@ DEFAULT_SIGNER_IMAGE = ("gcr.io/projectsigstore/cosign:v2.4.1"
                         "@sha256:b03690aa52bfe94054187142fba24dc54137650682810633901767d8a3e15b31")
 PRIVATE_KEY, PUBLIC_KEY, PASSWORD = "cosign.key", "cosign.pub", "cosign.password"
 SECRET_KEYS = (PRIVATE_KEY, PUBLIC_KEY, PASSWORD)
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PEM = re.compile(rb"-----BEGIN PUBLIC KEY-----\s*([A-Za-z0-9+/=\s]+?)\s*-----END PUBLIC KEY-----")
 
 
@@ -44,9 +44,11 @@ class Invalid(ValueError):
 
 @dataclass(frozen=True)
 class Key:
-    """A key pair's Secret and its public key's fingerprint (`sha256:<hex>` of its DER bytes)."""
+    """A key pair's Secret and its public key's fingerprint (`sha256:<hex>` of its DER bytes), with
+    those DER bytes (imagebuild/signatures.py verifies with them; a public key, never printed)."""
     secret: str
     fingerprint: str
+    der: bytes = field(default=b"", repr=False, compare=False)
 
 
 def secret_names(value: str) -> tuple[str, ...]:
@@ -72,9 +74,13 @@ def public_der(pem: bytes) -> bytes | None:
         return None
 
 
+def _fingerprint(der: bytes) -> str:
+    return f"sha256:{hashlib.sha256(der).hexdigest()}"
+
+
 def fingerprint(pem: bytes) -> str | None:
     der = public_der(pem)
-    return f"sha256:{hashlib.sha256(der).hexdigest()}" if der else None
+    return _fingerprint(der) if der else None
 
 
 def keys(namespace: str, names: Iterable[str],
@@ -95,10 +101,10 @@ def keys(namespace: str, names: Iterable[str],
             pem = base64.b64decode(data[PUBLIC_KEY] or "", validate=True)
         except (binascii.Error, ValueError, TypeError):
             pem = b""
-        found = fingerprint(pem)
-        if found is None:
+        der = public_der(pem)
+        if not der:
             raise Invalid(f"{where}: key {PUBLIC_KEY} holds no PEM PUBLIC KEY block")
-        out.append(Key(name, found))
+        out.append(Key(name, _fingerprint(der), der))
     return tuple(out)
 
 
@@ -121,7 +127,7 @@ def signed_with(value: str | None, image: str, found: Iterable[Key]) -> bool:
 def digest_of(image: str, repo: str) -> bool:
     """Is `image` `<repo>@sha256:<hex>`, the only form the signer signs?"""
     name, sep, digest = image.partition("@")
-    return bool(sep) and name == repo and bool(_DIGEST.fullmatch(digest))
+    return bool(sep) and name == repo and bool(DIGEST.fullmatch(digest))
 
 
 def sig_tag(image: str) -> str | None:
@@ -129,7 +135,7 @@ def sig_tag(image: str) -> str | None:
     (sigstore/cosign pkg/oci/remote/remote.go, `SignatureTag`: the digest's `:` made `-`, suffix
     `.sig`), which containers/image reads (`use-sigstore-attachments`)."""
     repo, sep, digest = image.partition("@")
-    if not sep or not _DIGEST.fullmatch(digest):
+    if not sep or not DIGEST.fullmatch(digest):
         return None
     return f"{repo}:{digest.replace(':', '-')}.sig"
 

@@ -374,12 +374,12 @@ def test_the_signing_pod_passes_strict_schema_validation_and_escapes_its_values(
     kubernetes_validate.validate(pod, "1.32.0", strict=True)
 
 
-def test_a_rollback_reuse_is_signed_before_it_is_recorded():
-    """REUSE (the registry has the image the history maps the build id to, labelled with it) goes
-    through the gate: Building while the signing Pod signs it, recorded once it did."""
-    from reconcile.core import decision, images
-    from reconcile.core.actions import table
-    found = settings.with_keys(read(imageSigningKeySecretName="cosign-old"), {"cosign-old": key_secret("cosign-old")})
+def rollback(keys: dict):
+    """A pool whose history maps the current build id to an image (a rollback); `keys`: secret
+    name -> PEM public key, signing on with them. (settings, the START decision, its image)."""
+    from reconcile.core import decision
+    found = settings.with_keys(read(imageSigningKeySecretName=",".join(keys)),
+                               {n: key_secret(n, pem) for n, pem in keys.items()})
     pool = F.pool()
     mcs = {pool["spec"]["configuration"]["name"]: F.machineconfig(pool["spec"]["configuration"]["name"])}
     bid = decision.decide_pool(found, pool, [], mcs).inputs.build_id
@@ -387,17 +387,83 @@ def test_a_rollback_reuse_is_signed_before_it_is_recorded():
     pool["metadata"]["annotations"][A.IMAGES] = f"{bid}={image}"
     d = decision.decide_pool(found, pool, [], mcs)
     assert d.transition is Transition.START and d.candidate == image
-    d = decision.with_lookup(d, images.Lookup(image, True))
+    return found, d, image, mcs
+
+
+def signed_lookup(image: str, *signed) -> object:
+    """What the shell hands over for a labelled image with signing on: its signatures as read."""
+    from reconcile.core import images
+    from reconcile.imagebuild import signatures
+    return images.Lookup(image, True, signatures=tuple(signatures.Signature(*s) for s in signed))
+
+
+def test_a_rollback_reuses_an_image_a_current_key_signed_and_records_it_signed_at_once():
+    """The image the history names carries a valid signature by the current key in the registry:
+    REUSE, recorded signed with that key's fingerprint, no signing Pod."""
+    from reconcile.core import decision
+    from reconcile.core.actions import table
+    from tests.support.fakeregistry import cosign_signature, key_pair
+    key, pem = key_pair()
+    found, d, image, _ = rollback({"cosign-old": pem})
+    d = decision.with_lookup(d, signed_lookup(image, cosign_signature(key, image.split("@")[1], F.REPO)))
+    assert d.transition is Transition.REUSE and d.signed == f"{image}={signing.fingerprint(pem)}"
+    plan = table.act(d, F.NOW)
+    assert not [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Pod"]
+    got = objects.annotations(next(a.after for a in plan.actions if a.verb == "patch"))
+    assert got[A.IMAGE] == image and got[A.SIGNED] == f"{image}={signing.fingerprint(pem)}"
+
+
+@pytest.mark.parametrize("case", ["unsigned", "other-key", "other-digest", "other-repository"])
+def test_a_rollback_to_an_image_no_current_key_signed_builds_again_and_signs_nothing(case):
+    """Someone who may push put an image with our build-id label there (the label is computable):
+    it is not signed by us, it is rebuilt, and the pool says why."""
+    from reconcile.core import decision
+    from reconcile.core.actions import table
+    from tests.support.fakeregistry import cosign_signature, key_pair
+    key, pem = key_pair()
+    other, _ = key_pair()
+    found, d, image, mcs = rollback({"cosign-old": pem})
+    digest = image.split("@")[1]
+    signed = {"unsigned": (), "other-key": (cosign_signature(other, digest, F.REPO),),
+              "other-digest": (cosign_signature(key, "sha256:" + "8" * 64, F.REPO),),
+              "other-repository": (cosign_signature(key, digest, "registry.example.com:5000/someone/else"),)}[case]
+    why = {"unsigned": f"it has no cosign signature ({F.REPO}:sha256-{'9' * 64}.sig)",
+           "other-key": f"none of its 1 signature(s) verifies with cosign-old ({signing.fingerprint(pem)[:19]})",
+           "other-digest": f"its signature by cosign-old signs another image (sha256:{'8' * 64})",
+           "other-repository": f"its signature by cosign-old names 'registry.example.com:5000/someone/else', "
+                               f"not {F.REPO}"}[case]
+    d = decision.with_lookup(d, signed_lookup(image, *signed))
+    assert d.transition is Transition.START and d.signing is None
+    plan = table.act(d, F.NOW, mcs[d.inputs.rendered_config])
+    assert plan.message.startswith(f"building again: {image} is not reused: {why}: an image only found in the "
+                                   "registry is reused only if a current key signed it, never signed by us; ")
+    made = [a.obj for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Pod"]
+    assert [objects.name(p).split("-")[1] for p in made] == ["build"]          # a build, no signing Pod
+
+
+def test_a_rollback_signed_with_one_of_two_current_keys_gets_the_other_before_it_is_recorded():
+    """While a key is rotated: a valid signature by the old key proves the image ours, so the
+    signing Pod adds the new key's (cosign skips the old key's); REUSE once both are there."""
+    from reconcile.core import decision
+    from reconcile.core.actions import table
+    from tests.support.fakeregistry import cosign_signature, key_pair
+    old, old_pem = key_pair()
+    new, new_pem = key_pair()
+    found, d, image, mcs = rollback({"cosign-old": old_pem, "cosign-new": new_pem})
+    digest = image.split("@")[1]
+    start = d
+    d = decision.with_lookup(start, signed_lookup(image, cosign_signature(old, digest, F.REPO)))
     assert d.transition is Transition.SIGN and d.signing.then is Transition.REUSE and d.signing.image == image
     plan = table.act(d, F.NOW)
     (pod,) = [a.obj for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Pod"]
     assert plan.state_after == A.BUILDING and pod["spec"]["containers"][0]["args"][-1] == image
     after = next(a.after for a in plan.actions if a.verb == "patch")
     assert A.IMAGE not in objects.annotations(after)
-    pod["status"] = {"phase": "Succeeded"}
-    d = decision.decide_pool(found, after, [pod], mcs)
-    assert d.transition is Transition.RETRY
-    d = decision.with_lookup(d, images.Lookup(image, True))
-    assert d.transition is Transition.REUSE and d.signed == signing.record(image, found.signing_keys)
+    # the signing Pod appended the new key's signature: the next run reads both and reuses
+    d = decision.decide_pool(found, after, [], mcs)
+    both = (cosign_signature(old, digest, F.REPO), cosign_signature(new, digest, F.REPO))
+    d = decision.with_lookup(d, signed_lookup(image, *both))
+    assert d.transition is Transition.REUSE
     got = objects.annotations(next(a.after for a in table.act(d, F.NOW).actions if a.verb == "patch"))
-    assert got[A.IMAGE] == image and got[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
+    assert got[A.IMAGE] == image
+    assert got[A.SIGNED] == f"{image}={signing.fingerprint(old_pem)},{signing.fingerprint(new_pem)}"
