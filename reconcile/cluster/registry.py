@@ -139,13 +139,10 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
 
 
-def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
-                     ctx: ssl.SSLContext | None = None) -> str:
-    """Delete cosign's signature attachment of a digested image (`<repo>:sha256-<hex>.sig`,
-    imagebuild/signing.py): its manifest, by the digest of the bytes the tag serves, since a registry
-    deletes a manifest by digest only (distribution's API: `DELETE /v2/<name>/manifests/<digest>`;
-    docker-registry answers a tag with 400 DIGEST_INVALID). Returns "deleted", "no signature" or
-    "deletion disabled"; raises RegistryError otherwise."""
+def _signature_tag(image: str, auths: Mapping[str, Any], timeout: float,
+                   ctx: ssl.SSLContext | None) -> tuple[str, str, int, bytes]:
+    """A GET of cosign's signature tag of a digested image (imagebuild/signing.py `sig_tag`):
+    (the tag, its repository, the status, the manifest's bytes)."""
     tag = signing.sig_tag(image)
     if tag is None:
         raise RegistryError(f"{image}: not a sha256-digested image reference")
@@ -153,6 +150,17 @@ def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0
     host, path = auth.host_and_path(repo)
     status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
                             f"{host}/{path}")
+    return tag, repo, status, body
+
+
+def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+                     ctx: ssl.SSLContext | None = None) -> str:
+    """Delete cosign's signature attachment of a digested image (`<repo>:sha256-<hex>.sig`,
+    imagebuild/signing.py): its manifest, by the digest of the bytes the tag serves, since a registry
+    deletes a manifest by digest only (distribution's API: `DELETE /v2/<name>/manifests/<digest>`;
+    docker-registry answers a tag with 400 DIGEST_INVALID). Returns "deleted", "no signature" or
+    "deletion disabled"; raises RegistryError otherwise."""
+    tag, repo, status, body = _signature_tag(image, auths, timeout, ctx)
     if status == 404:
         return "no signature"
     if status >= 300 or len(body) > MAX_BODY:
@@ -238,15 +246,10 @@ def signatures_of(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     a GET of the `sha256-<hex>.sig` tag's manifest, then of each signature layer's blob, whose
     content must hash to its digest. None when there is no such tag (404); raises RegistryError when
     the registry cannot say or serves what cosign does not write. imagebuild/signatures.py decides."""
-    tag = signing.sig_tag(image)
-    if tag is None:
-        raise RegistryError(f"{image}: not a sha256-digested image reference")
-    repo, _, name = tag.rpartition(":")
-    host, path = auth.host_and_path(repo)
-    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
-                            f"{host}/{path}")
+    tag, repo, status, body = _signature_tag(image, auths, timeout, ctx)
     if status == 404:
         return None
+    host, path = auth.host_and_path(repo)
     if status >= 300:
         raise RegistryError(f"{tag}: the registry answered {status} to GET of the signature manifest")
     try:
