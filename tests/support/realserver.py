@@ -36,7 +36,7 @@ import yaml
 
 from reconcile import cli
 from reconcile.cluster.live import api_prefix
-from reconcile.contract import objects
+from reconcile.contract import objects, yamlio
 from reconcile.core import events
 from tests.support import factory as F
 
@@ -187,7 +187,7 @@ def mco_src_crds() -> list[dict[str, Any]]:
     """MCO_SRC_CRDS, read from the tarball (never copied into the repository)."""
     import tarfile
     with tarfile.open(MCO_SRC) as tar:
-        return [yaml.safe_load(tar.extractfile(name).read()) for name in MCO_SRC_CRDS]
+        return [yamlio.load(tar.extractfile(name).read()) for name in MCO_SRC_CRDS]
 
 
 def free_port() -> int:
@@ -344,7 +344,7 @@ class RealAPI:
         for ns in NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         deadline = time.monotonic() + 30
-        self.add_crds([yaml.safe_load(p.read_text()) for p in CRDS] + [build_crd()] + mco_src_crds(), deadline)
+        self.add_crds([yamlio.load(p.read_text()) for p in CRDS] + [build_crd()] + mco_src_crds(), deadline)
         for kind in set(KINDS) - UNSERVED:      # a new CRD's storage answers 429 "(re)initializing" at first
             while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
                                ok=(429,))[0] == 429:
@@ -421,7 +421,7 @@ class RealAPI:
         the OS-stream policy's param, then wait until the server enforces both."""
         self.request("POST", self.path("OSImageStream"), BARE_STREAMS)
         for path in sorted(MCO_POLICIES.glob("*.yaml")):
-            doc = yaml.safe_load(path.read_text())
+            doc = yamlio.load(path.read_text())
             self.request("POST", ROLLOUT_PATHS[doc["kind"]], doc)
         old = self.probe_pool(F.pool("probe-old"))
         old["spec"]["machineConfigSelector"] = {"matchLabels": {f"{F.MCO}/role": "probe-old"}}
@@ -477,7 +477,7 @@ class RealAPI:
         def render(path: Path) -> list[dict[str, Any]]:
             out = subprocess.run([self.kubectl_path, "kustomize", str(path)], capture_output=True, text=True,
                                  check=True, timeout=60).stdout
-            return [d for d in yaml.safe_load_all(out) if d]
+            return [d for d in yamlio.load_all(out) if d]
 
         def key(d: dict[str, Any]) -> tuple[str, str, str]:
             return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -170,6 +171,7 @@ func runCmd(args []string) error {
 	delay := fs.Duration("update-delay", 200*time.Millisecond, "the node controller's update delay (the MCO's: 5s)")
 	featureSet := fs.String("feature-set", "Default", "the feature set whose gates are hard-coded")
 	workers := fs.Int("workers", 2, "workers per controller (start.go: 2)")
+	statusAddr := fs.String("status-addr", "127.0.0.1:0", "where GET /queues says whether both controllers' queues are idle (queues.go)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	verbosity := fs.String("v", "2", "klog verbosity")
@@ -186,6 +188,16 @@ func runCmd(args []string) error {
 		return err
 	}
 	klog.Infof("ocl-mco-harness: MCO %s (%s), feature set %s", version.Raw, version.Hash, *featureSet)
+
+	// before the controllers make their queues: SetProvider holds only for queues made after it
+	status := newQueues(map[string]time.Duration{
+		"machineconfigcontroller-rendercontroller": render.OclRenderDelay(),
+		"machineconfigcontroller-nodecontroller":   *delay,
+	})
+	workqueue.SetProvider(status)
+	if err := status.serve(*statusAddr); err != nil {
+		return fmt.Errorf("--status-addr: %w", err)
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
