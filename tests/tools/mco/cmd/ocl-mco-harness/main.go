@@ -75,10 +75,11 @@ Commands:
       list. Prints JSON: {"rule", "reboot", "actions" | "legacyActions", "drain", "diff",
       "files", "units", "unreconcilable"}. The daemon's force file is never consulted.
 
-  policies
-      Prints the MCO's built-in node disruption policies as the operator writes them into
-      MachineConfiguration "cluster" status.nodeDisruptionPolicyStatus.clusterPolicies for an
-      empty spec (apihelpers.MergeClusterPolicies).
+  policies [--spec FILE]
+      Prints the node disruption policies as the operator writes them into MachineConfiguration
+      "cluster" status.nodeDisruptionPolicyStatus.clusterPolicies (apihelpers.MergeClusterPolicies):
+      the MCO's built-in ones merged with the spec.nodeDisruptionPolicy in FILE (JSON or YAML
+      NodeDisruptionPolicyConfig; none: an empty spec).
 
   version
       Prints {"hash": pkg/version.Hash, "raw": pkg/version.Raw, "renderDelay": seconds} as this binary
@@ -105,7 +106,7 @@ func main() {
 		err = json.NewEncoder(os.Stdout).Encode(map[string]string{"hash": version.Hash, "raw": version.Raw,
 			"renderDelay": fmt.Sprintf("%g", render.OclRenderDelay().Seconds())})
 	case "policies":
-		err = json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(opv1.NodeDisruptionPolicyConfig{}))
+		err = policiesCmd(os.Args[2:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -275,6 +276,21 @@ func runCmd(args []string) error {
 	time.Sleep(100 * time.Millisecond) // the controllers' deferred queue shutdowns
 	klog.Flush()
 	return nil
+}
+
+func policiesCmd(args []string) error {
+	fs := flag.NewFlagSet("policies", flag.ContinueOnError)
+	specPath := fs.String("spec", "", "an administrator's spec.nodeDisruptionPolicy (file)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var spec opv1.NodeDisruptionPolicyConfig
+	if *specPath != "" {
+		if err := readObject(*specPath, &spec); err != nil {
+			return err
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(spec))
 }
 
 func readObject(path string, into any) error {
