@@ -104,7 +104,7 @@ mco:
 # 14 min 18 s and 11 min 9 s in three (2026-12-04: over the 10-minute goal, issue 37).
 WORKERS ?= 3
 test: install realapi argocd kustomize mco cosign policycheck crcrender
-	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS))
+	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
 
 lint: install
 	$(PY) -m pip install --quiet --disable-pip-version-check ruff

@@ -157,3 +157,16 @@ def mco(mco_installed, real, tmp_path, monkeypatch):
         yield mcoreal.Cluster(controllers, mcoreal.Daemon(mco_installed, tmp_path))
     finally:
         controllers.stop()
+
+
+# --- the order in which pytest-xdist hands tests out ---------------------------------------------
+
+#: tests of a minute or more on 2 cores (the `--durations` of `make test`), handed out first: xdist
+#: gives tests out in collection order, and one of these handed out last would end the run alone
+LONG_FIRST = ("tests/realapi/test_admin_docs.py", "tests/unit/test_fuzz.py::test_mutated_snapshots_fail_cleanly",
+              "tests/realapi/test_realapi_gate.py", "tests/standin/test_fault_matrix.py",
+              "tests/realapi/test_realapi_live_table.py", "tests/realtools/test_live_table.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))     # stable: otherwise as collected

@@ -513,7 +513,7 @@ def settle(api: Any, daemon: Daemon, controllers: Controllers, moves: Moves | No
             state, changed = now_state, now
         if now - changed >= quiet and controllers.idle() and observed(api):
             return moves
-        time.sleep(0.1)
+        time.sleep(0.15)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
 
 
