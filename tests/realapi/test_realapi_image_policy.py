@@ -9,32 +9,23 @@ from __future__ import annotations
 import base64
 import copy
 import subprocess
-import tarfile
 
 import pytest
 import yaml
 
 from tests.support import factory as F
+from tests.support import realserver
 
 pytestmark = pytest.mark.realapi
-MCO_SRC = F.SHARED / "mco/mco-src.tar.gz"
-CRD = ("vendor/github.com/openshift/api/config/v1/zz_generated.crd-manifests/"
-       "0000_10_config-operator_01_clusterimagepolicies.crd.yaml")
 CIP = F.ROOT / "kustomize/components/image-policy/clusterimagepolicy.yaml"
 PATH = "/apis/config.openshift.io/v1/clusterimagepolicies?dryRun=All"
 
 
 @pytest.fixture(scope="module")
 def api(server):
-    if not MCO_SRC.is_file():
-        pytest.skip(f"{MCO_SRC} is absent: it holds openshift/api's ClusterImagePolicy CRD")
-    with tarfile.open(MCO_SRC) as tar:
-        crd = yaml.safe_load(tar.extractfile(CRD).read())
-    server.add_crds([crd])
-    try:
+    """The server (which needs ../shared/mco/mco-src.tar.gz already) serving openshift/api's CRD."""
+    with server.serving(realserver.mco_src_crds((realserver.IMAGE_POLICY_CRD,))):
         yield server
-    finally:
-        server.remove_crds([crd["metadata"]["name"]])
 
 
 @pytest.fixture(scope="module")

@@ -145,7 +145,13 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
                             "builder-account", "build-storage", "registry", "openshift-version", "mco-builder",
                             "pools",
-                            "stray-machineconfigs", "pool-admission", "rollout-params", "pod-security"]
+                            "stray-machineconfigs", "pool-admission", "rollout-params", "pod-security",
+                            "image-policy", "policy-key", "rendered-policy"]
+    # no signing (docs/preflight.md: `image-policy` is ok with signing off and no policy covering
+    # us, which a server that does not serve ClusterImagePolicies has none of; `policy-key` and
+    # `rendered-policy` one ok line each then)
+    assert [len(checks[c]) for c in ("image-policy", "policy-key", "rendered-policy")] == [1, 1, 1]
+    assert checks["image-policy"][0]["message"].startswith("signing is off")
     # each ok says what it saw, as the server answered it
     assert "asked by impersonation" in checks["permissions"][0]["message"]
     assert f"answers https://{reg.host}/v2/ with the push credentials" in checks["registry"][0]["message"]

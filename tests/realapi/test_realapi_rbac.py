@@ -2,7 +2,8 @@
 `kubectl kustomize kustomize/base` renders are installed on the real kube-apiserver, the reconciler
 runs as its ServiceAccount with a TokenRequest token, and every scenario passes; then each verb of
 each rule is removed in turn, and a scenario must fail with the server's 403, reported by us.
-(tests/standin/test_rbac.py proves the same faster against the stand-in, with what only it can inject.)"""
+(tests/standin/test_rbac.py proves the same faster against the stand-in, with what only it can inject.)
+The server serves openshift/api's ClusterImagePolicy CRD for this module only (a scenario lists them)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import pytest
 from reconcile.cluster import lease, live
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
+from tests.realapi.test_realapi_image_policy import patched
 from tests.support import factory as F
 from tests.support import realserver
 from tests.unit.test_builders import dockercfg_secret, labelled
 from tests.unit.test_proxy import proxy_objects
+from tests.unit.test_signing_plan import PUB_OLD
 
 pytestmark = pytest.mark.realapi
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -155,12 +158,35 @@ def build_storage(real) -> bool:
     return codes == [0, 0, 0] and len(made) == 1 and kept == made and not gone and bool(lost)
 
 
+def signing_off_under_policy(real) -> bool:
+    """Signing turned off while a pool records a signed image and a ClusterImagePolicy covers our
+    repository (the LIST of ClusterImagePolicies): every pool is Blocked, naming the policy. The
+    policy is kustomize/components/image-policy's, patched as docs/signing.md has it, and admitted by
+    openshift/api's CRD."""
+    image = f"{F.REPO}@sha256:" + "1" * 64
+    pool = F.pool(annotations={A.STATE: A.SUCCEEDED, A.IMAGE: image, A.SIGNED: f"{image}=sha256:" + "2" * 64})
+    real.seed(F.cluster(pool, extra=[patched(F.REPO, PUB_OLD)]))
+    code, _ = real.run()
+    a = real.ann()
+    return code == 2 and a.get(A.STATE) == A.BLOCKED and \
+        "ClusterImagePolicy ocl-reconciler-images requires" in a.get(A.MESSAGE, "")
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secret": global_pull_secret,
              "build-storage": build_storage,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "drift-and-conflict": drift_and_conflict, "lease-takeover": lease_takeover,
              "adoption-pod": adoption("custom-pod-builder"),
-             "adoption-build": adoption("openshift-image-builder"), "pruning": pruning}
+             "adoption-build": adoption("openshift-image-builder"), "pruning": pruning,
+             "signing-off-under-policy": signing_off_under_policy}
+
+
+@pytest.fixture(scope="module")
+def image_policies(server):
+    """openshift/api's ClusterImagePolicy CRD, served for this module only (realserver.UNSERVED),
+    so that the LIST a scenario needs gets the server's own answer, 403 included."""
+    with server.serving(realserver.mco_src_crds((realserver.IMAGE_POLICY_CRD,))):
+        yield
 
 
 def roles(server) -> dict[tuple[str, str], dict[str, Any]]:
@@ -222,7 +248,7 @@ def _rendered() -> dict[tuple[str, str], list[dict[str, Any]]]:
             for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")}
 
 
-def test_every_scenario_passes_with_the_rendered_rules(real, server):
+def test_every_scenario_passes_with_the_rendered_rules(real, server, image_policies):
     assert {k: r["rules"] for k, r in roles(server).items()} == _rendered()
     for name, scenario in SCENARIOS.items():
         server.reset()
@@ -230,7 +256,8 @@ def test_every_scenario_passes_with_the_rendered_rules(real, server):
 
 
 @pytest.mark.parametrize("ns, name, index, verb", list(removals()))
-def test_removing_any_verb_breaks_a_scenario_with_the_servers_403(real, server, ns, name, index, verb):
+def test_removing_any_verb_breaks_a_scenario_with_the_servers_403(real, server, image_policies, ns, name, index,
+                                                                  verb):
     rules = _rendered()[(ns, name)]
     rule = rules[index]
     resource, group = rule["resources"][0], rule["apiGroups"][0]

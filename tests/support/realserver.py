@@ -16,6 +16,7 @@ lists, which exists from the start with no status (as before the MCO fills it).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -28,6 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,10 @@ BUILD_SCHEMA = F.SHARED / "schemas/jsonschema/build-build-v1.json"
 MCO_SRC = F.SHARED / "mco/mco-src.tar.gz"
 MCO_SRC_CRDS = ("vendor/github.com/openshift/api/operator/v1/zz_generated.crd-manifests/"
                 "0000_80_machine-config_01_machineconfigurations.crd.yaml",)
+#: openshift/api's ClusterImagePolicy CRD (config.openshift.io/v1), in the same snapshot: not served
+#: by default (UNSERVED); a module that needs it serves it for its own tests (RealAPI.serving)
+IMAGE_POLICY_CRD = ("vendor/github.com/openshift/api/config/v1/zz_generated.crd-manifests/"
+                    "0000_10_config-operator_01_clusterimagepolicies.crd.yaml")
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata"}]}
@@ -70,7 +76,8 @@ KINDS = {kind: (api_prefix(api_version), plural, namespaced)
          for kind, (api_version, namespaced, plural) in objects.KINDS.items()} | {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True), "Namespace": ("/api/v1", "namespaces", False)}
 #: kinds of ours the server does not serve (a cluster before 4.16 has no ClusterImagePolicy; the
-#: reconciler reads none then): test_realapi_image_policy adds that CRD for its own tests only
+#: reconciler reads none then): test_realapi_image_policy and test_realapi_rbac serve that CRD for
+#: their own tests only (RealAPI.serving)
 UNSERVED = {"ClusterImagePolicy"}
 STATUS_KINDS = {"Pod", "Build", "MachineConfigPool", "Proxy", "Node", "OSImageStream"}
 #: the cluster's own namespaces, there before we are installed; ours (F.NS) is made by kustomize/base
@@ -183,11 +190,11 @@ def binaries() -> Path:
     return bindir
 
 
-def mco_src_crds() -> list[dict[str, Any]]:
-    """MCO_SRC_CRDS, read from the tarball (never copied into the repository)."""
+def mco_src_crds(names: tuple[str, ...] = MCO_SRC_CRDS) -> list[dict[str, Any]]:
+    """CRDs (MCO_SRC_CRDS by default), read from the tarball (never copied into the repository)."""
     import tarfile
     with tarfile.open(MCO_SRC) as tar:
-        return [yamlio.load(tar.extractfile(name).read()) for name in MCO_SRC_CRDS]
+        return [yamlio.load(tar.extractfile(name).read()) for name in names]
 
 
 def free_port() -> int:
@@ -255,6 +262,7 @@ class RealAPI:
         self.url = f"https://127.0.0.1:{self.port}"
         self.audit_log = root / "audit.log"
         self.kubectl_path = str(bindir / "kubectl")
+        self.served: set[str] = set()      # UNSERVED kinds a module serves for now (serving())
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> RealAPI:
@@ -388,6 +396,20 @@ class RealAPI:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"CRD {name} is not deleted")
                 time.sleep(0.1)
+
+    @contextlib.contextmanager
+    def serving(self, crds: list[dict[str, Any]]) -> Iterator[RealAPI]:
+        """Serve CRDs for a while (a module's own, such as an UNSERVED kind's: reset() clears its
+        objects meanwhile), then remove them (their objects go with them): other modules' server is
+        as before."""
+        self.add_crds(crds)
+        kinds = {crd["spec"]["names"]["kind"] for crd in crds}
+        self.served |= kinds
+        try:
+            yield self
+        finally:
+            self.served -= kinds
+            self.remove_crds([crd["metadata"]["name"] for crd in crds])
 
     def install_product(self) -> None:
         """What an administrator deploys (`kubectl kustomize kustomize/base`: ServiceAccounts, Roles,
@@ -736,7 +758,8 @@ class RealAPI:
     def reset(self) -> None:
         """Back to the bootstrapped state: every object a scenario may have made is deleted."""
         for kind, (_, _, namespaced) in KINDS.items():
-            if kind in ("Namespace", "ServiceAccount") or kind in UNSERVED:   # the installed product stays
+            # the installed product stays; a kind not served has nothing to clear
+            if kind in ("Namespace", "ServiceAccount") or kind in UNSERVED - self.served:
                 continue
             for ns in SCENARIO_NAMESPACES if namespaced else ("",):
                 for obj in self.list(kind, ns):
