@@ -140,6 +140,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
     run.add_argument("--pushgateway", metavar="URL",
                      help="push Prometheus metrics of the run to this Pushgateway")
+    run.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                     help="after the pass, follow its changes for at most SECONDS (watch events): record "
+                          "each build as it ends, write its MachineConfig, release the pool once the MCO "
+                          "rendered it; never the nodes. The settings key waitDeadline can shorten it. "
+                          "--timeout still bounds each pass's requests (default: %(default)s, no wait)")
     diff = command("diff", "show what run would change; no writes", [source, select, namespaced])
     diff.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                       help="show which images run would delete from the registry (as for run)")
@@ -198,7 +203,7 @@ def _planner(cluster, args, now: datetime):
     from reconcile.cluster import observe
     from reconcile.cluster.planner import Planner, RegistryAccess
     ca = _registry_ca(args)                                                     # before reading anything
-    with _reading():
+    with _reading(), getattr(cluster, "keep", contextlib.nullcontext)():     # a waiting run keeps the read
         seen = observe.observe(cluster, args.namespace)
     # a snapshot is a simulation: reuse and pruning never ask a registry
     access = None if args.snapshot else RegistryAccess(getattr(cluster, "deadline", None), ca)
@@ -254,8 +259,12 @@ def cmd_run(args, now: datetime) -> int:
     if held is None:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
-    with lease.releasing(cluster, held):
-        seen, result, strays = _reconcile(cluster, args, now)
+    keeper = lease.Keeper(cluster, held, time.monotonic()) if args.wait > 0 else None
+    with lease.releasing(cluster, held, keeper):
+        if keeper is None:
+            seen, result, strays = _reconcile(cluster, args, now)
+        else:
+            seen, result, strays = _follow(cluster, args, keeper, started)
     seconds = time.monotonic() - started
     logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds,
                                                              getattr(cluster, "bytes_read", None)))
@@ -284,6 +293,33 @@ def _reconcile(cluster, args, now: datetime):
     with _reading():
         result = apply.run_pass(cluster, planner, now)
     return seen, result, notices.after_run(cluster, seen, result, now)
+
+
+def _follow(cluster, args, keeper, started: float):
+    """run --wait: the pass, then its changes followed (cluster/follow.py); what it still waited for
+    at the end is said, and the metrics pushed as it goes: (observed, result, strays)."""
+    import logging
+    import time
+
+    from reconcile.cluster import follow
+    from reconcile.output.waiting import Shower
+    terminal = sys.stderr if sys.stderr.isatty() and args.log_format == "text" else None
+    first = [True]
+
+    def one_pass(on, when: datetime) -> follow.Pass:
+        if not first[0] and hasattr(cluster, "deadline"):
+            cluster.deadline = time.monotonic() + args.timeout     # --timeout bounds each pass's requests
+        first[0] = False
+        seen, result, strays = _reconcile(on, args, when)
+        return follow.Pass(seen, result, strays)
+
+    def report(done: follow.Pass) -> None:
+        _metrics(cluster, args, done.seen, done.result, time.monotonic() - started, done.strays, _now())
+
+    done, ended = follow.follow(cluster, one_pass, args.wait, namespace=args.namespace, keeper=keeper,
+                                shower=Shower(terminal), report=report, now=_now)
+    logging.getLogger("reconcile").info("%s", follow.said(ended))
+    return done.seen, done.result, done.strays
 
 
 def _metrics(cluster, args, seen, result, seconds: float, strays: int, now: datetime) -> None:
