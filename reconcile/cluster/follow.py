@@ -98,40 +98,33 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
     if done.result.unread:
         return done, Ended(UNREAD)
     until = started + deadline(wait, done.seen.settings)
-    done = _settle(cache, one_pass, done, now, keeper, clock)
+    current: list[W.Wait] = []
+    watcher = None
     try:
+        done = _settle(cache, one_pass, done, now, keeper, clock)
         current = waiting_for(cache, namespace)
-    except ClusterError as err:
-        return replace(done, result=RunResult(done.result.outcomes, str(err))), Ended(UNREAD)
-    shower.update(current)
-    if not current:
-        return done, Ended(DONE)
-    if clock() >= until:
-        return done, Ended(DEADLINE, tuple(current))
-    if report is not None:
-        report(done)
-    watcher = cluster.watcher(cache.streams())
-    reported = clock()
-    ended = Ended(DONE)
-    try:
+        shower.update(current)
+        if not current:
+            return done, Ended(DONE)
+        if report is not None:
+            report(done)
+        reported = clock()
         while True:
             left = until - clock()
             if left <= 0:
-                ended = Ended(DEADLINE, tuple(current))
-                break
+                return done, Ended(DEADLINE, tuple(current))
             if keeper is not None and not keeper.keep(clock(), now()):
-                ended = Ended(LEASE_LOST, tuple(current))
-                break
+                return done, Ended(LEASE_LOST, tuple(current))
+            watcher = watcher or cluster.watcher(cache.streams())
             shower.tick(now(), left)
             events = watcher.next(min(left, TICK))
             if events is None:
-                ended = Ended(UNCHANGING, tuple(current))
-                break
+                return done, Ended(UNCHANGING, tuple(current))
             for event in events:
                 if event.type == "RELIST":
                     cache.relist(event.stream)
                     watcher.close()
-                    watcher = cluster.watcher(cache.streams())
+                    watcher = None
                 else:
                     cache.apply(event)
             if cache.changed():
@@ -139,28 +132,29 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
                 later = one_pass(cache, now())
                 done = _then(done, later)
                 if later.result.unread:
-                    ended = Ended(UNREAD, tuple(current))
-                    break
+                    return done, Ended(UNREAD, tuple(current))
                 done = _settle(cache, one_pass, done, now, keeper, clock)
                 current = waiting_for(cache, namespace)
                 shower.update(current)
-                if report is not None and (later.result.wrote or clock() - reported >= REPORT_EVERY):
-                    report(done)
-                    reported = clock()
                 if not current:
-                    break
-            elif report is not None and clock() - reported >= REPORT_EVERY:
+                    return done, Ended(DONE)
+                if later.result.wrote:
+                    report_due = True
+                else:
+                    report_due = clock() - reported >= REPORT_EVERY
+            else:
+                report_due = clock() - reported >= REPORT_EVERY
+            if report is not None and report_due:
                 report(done)
                 reported = clock()
     except KeyboardInterrupt:
-        ended = Ended(INTERRUPTED, tuple(current))
+        return done, Ended(INTERRUPTED, tuple(current))
     except ClusterError as err:             # a read of a pass: what was done is recorded
-        done = replace(done, result=RunResult(done.result.outcomes, str(err)))
-        ended = Ended(UNREAD, tuple(current))
+        return replace(done, result=RunResult(done.result.outcomes, str(err))), Ended(UNREAD, tuple(current))
     finally:
-        watcher.close()
+        if watcher is not None:
+            watcher.close()
         shower.close()
-    return done, ended
 
 
 def _then(done: Pass, later: Pass) -> Pass:
