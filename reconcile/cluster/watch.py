@@ -21,7 +21,9 @@ from reconcile.contract import objects
 
 log = logging.getLogger("reconcile")
 
-ADDED, MODIFIED, DELETED, RELIST = "ADDED", "MODIFIED", "DELETED", "RELIST"
+ADDED, MODIFIED, DELETED, RELIST, ERROR = "ADDED", "MODIFIED", "DELETED", "RELIST", "ERROR"
+#: Answers that no retry changes (a Role without `watch`, a token refused): the run is told.
+REFUSED = (401, 403)
 #: A watch request's own timeout (the server ends the stream then; it is started again).
 STREAM_SECONDS = 240
 
@@ -100,6 +102,9 @@ class LiveWatcher:
             except Exception as err:        # a dropped stream: start it again, never the run's error
                 if getattr(err, "status", 0) == 410:
                     self.events.put(Event(RELIST, stream))
+                    return
+                if getattr(err, "status", 0) in REFUSED:
+                    self.events.put(Event(ERROR, stream, {"message": str(err)}))
                     return
                 log.debug("watch %s: %s; again in %.1fs", stream.kind, err, backoff)
                 self.stopped.wait(backoff)
