@@ -183,3 +183,16 @@ def test_a_pool_is_served_while_another_builds(monkeypatch, capsys, tmp_path):
     infra_rendered = [i for i, ln in enumerate(lines) if "done: infra: render" in ln]
     assert worker_rendered and infra_built and worker_rendered[0] < infra_built[0] < infra_rendered[0], err
     assert "wait done: nothing more to wait for" in err
+
+
+def test_a_waiting_run_pushes_its_metrics_as_it_goes(steady, monkeypatch, capsys, tmp_path):
+    """After its first pass, after each pass that wrote, and at the end: a long run never looks like
+    one that stopped (OclReconcilerNotRunning, tests/realtools/test_alerts.py)."""
+    pushed = []
+    real = cli._metrics
+    monkeypatch.setattr(cli, "_metrics", lambda *a: (pushed.append(a[3].wrote), real(*a)))
+    runs = Runs(changed(steady), World(), monkeypatch, capsys, tmp_path)
+    code, err = runs("--wait", "600", "--metrics-file", str(tmp_path / "m.prom"))
+    assert code == 0, err
+    assert len(pushed) >= 3 and pushed[0] < pushed[-1], pushed
+    assert "ocl_last_run_timestamp_seconds" in (tmp_path / "m.prom").read_text()
