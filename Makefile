@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench bench-build bench-live lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo test lint bench bench-build bench-live bench-one-run lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -134,3 +134,9 @@ clean:
 # `make mco`'s harness, the render and node controllers imitated. About a minute on 2 cores.
 bench-live: install mco
 	$(PY) bench/live_changes.py
+
+# A change reaches its nodes in one run (issue 40; bench/one_run.py, docs/rollout.md section 3b): runs and
+# seconds from a change to the first node's new desiredConfig, with and without run --wait, on the real
+# kube-apiserver; the MCO's real controllers where `make mco` built them (else its imitations, said).
+bench-one-run: install realapi
+	$(PY) bench/one_run.py $(ARGS)
