@@ -33,240 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import kubelet  # noqa: E402  examples/kubelet.py
-
 from reconcile import cli  # noqa: E402
 from reconcile.contract import naming  # noqa: E402
 from tests.support import factory as F  # noqa: E402
 from tests.support import mconode, mcorender, realserver  # noqa: E402
+from tests.support import playing  # noqa: E402
+from tests.support.playing import WAIT, Scenario, mcorender_delay  # noqa: E402
 from tests.unit.test_rollout import mco_pool, source_mc  # noqa: E402
 
-REPO = "registry.example.com/ocl/os-image"
 PERIOD = 300                                    # the CronJob's */5
-WAIT = "540"                                    # kustomize/base/cronjob.yaml
-NEW_BASE = "quay.io/ocp/base@sha256:" + "b" * 64
-MCO = mcorender.MCO
-
-
-class Clock:
-    """What happened when: build ends, nodes' desiredConfig changes (monotonic seconds)."""
-
-    def __init__(self) -> None:
-        self.ended: dict[str, float] = {}
-        self.desired: list[tuple[float, str, str]] = []     # (when, node, config)
-
-
-def ann(o):
-    return o["metadata"].get("annotations") or {}
-
-
-class World(threading.Thread):
-    """The kubelet, the MCO's controllers when played, the daemon, and the watcher of desiredConfig."""
-
-    def __init__(self, api, clock: Clock, build_seconds: float, real_mco):
-        super().__init__(daemon=True)
-        self.api, self.clock, self.build_seconds, self.real = api, clock, build_seconds, real_mco
-        self.stop = threading.Event()
-        self.base = F.BASE
-        self.seen: dict[str, float] = {}
-        self.sources = ""
-        self.sources_changed = 0.0
-        self.rendered_sources = ""
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.2):
-            with self.lock:
-                try:
-                    self.step()
-                except Exception as err:  # noqa: BLE001 - a conflict with a run: the next step goes on
-                    print(f"world: {type(err).__name__}: {err}", file=sys.stderr)
-
-    def step(self) -> None:
-        api, now = self.api, time.monotonic()
-        for pod in api.list("Pod", F.NS):
-            name = pod["metadata"]["name"]
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            first = self.seen.setdefault(name, now)
-            if now - first >= self.build_seconds:
-                api.write_status(kubelet.set_phase(pod, "Succeeded"))
-                self.clock.ended[name] = time.monotonic()
-        if self.real is None:                   # the imitations, with upstream's render delay
-            mcs = api.list("MachineConfig")
-            sources = json.dumps(sorted((m["metadata"]["name"], m["metadata"].get("generation"))
-                                        for m in mcs if not m["metadata"]["name"].startswith("rendered-")))
-            if sources != self.sources:
-                self.sources, self.sources_changed = sources, now
-            if sources != self.rendered_sources and now - self.sources_changed >= mcorender_delay():
-                for pool in api.list("MachineConfigPool"):
-                    try:
-                        mcorender.sync_api(api, pool["metadata"]["name"], self.base)
-                    except mcorender.RenderError:
-                        pass
-                self.rendered_sources = sources
-            for pool in api.list("MachineConfigPool"):
-                mconode.sync_api(api, pool["metadata"]["name"])
-            self.note_desired()
-            mconode.daemon_api(api)
-        else:
-            self.note_desired()
-            self.real.daemon.boot()
-            self.real.daemon.step()
-
-    def note_desired(self) -> None:
-        for node in self.api.list("Node"):
-            desired = ann(node).get(f"{MCO}/desiredConfig", "")
-            known = [d for _, n, d in self.clock.desired if n == node["metadata"]["name"]]
-            if desired and (not known or known[-1] != desired):
-                self.clock.desired.append((time.monotonic(), node["metadata"]["name"], desired))
-
-
-def mcorender_delay() -> float:
-    from tests.support import mcoreal
-    return mcoreal.RENDER_DELAY
-
-
-def fingerprint(api) -> str:
-    objs = [*api.list("MachineConfigPool"), *api.list("Node"), *api.list("MachineConfig"), *api.list("Pod", F.NS)]
-    return json.dumps(sorted(((o["kind"], o["metadata"]["name"], o["metadata"].get("resourceVersion"))
-                              for o in objs)))
-
-
-def quiet(api, world: World, seconds: float, timeout: float = 180) -> None:
-    """Until nothing changed for `seconds` (the MCO's render delay included)."""
-    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = fingerprint(api)
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= seconds:
-            return
-        time.sleep(0.25)
-    raise RuntimeError("the cluster kept changing")
-
-
-class Bench:
-    def __init__(self, api, root: Path, build_seconds: float, real_mco):
-        self.api, self.root, self.real = api, root, real_mco
-        self.kubeconfig = api.kubeconfig(root / "sa.kubeconfig", api.sa_token, "ocl-reconciler")
-        self.clock = Clock()
-        self.world = World(api, self.clock, build_seconds, real_mco)
-        self.settle_seconds = (mcorender_delay() if real_mco is None else
-                               float(real_mco.daemon.installed.versions.get("renderDelay", mcorender_delay()))) + 1.5
-
-    def run(self, *extra: str) -> tuple[int, str, int]:
-        import contextlib
-        import io
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            code = cli.main(["run", "--kubeconfig", self.kubeconfig, "--timeout", "30", "--keep-images", "-1", *extra])
-        text = err.getvalue()
-        found = re.findall(r"; (\d+) requests", text)
-        return code, text, int(found[-1]) if found else -1
-
-    def setup(self, infra: bool) -> None:
-        with self.world.lock:
-            self.api.reset()
-            self.world.base, self.world.seen = F.BASE, {}
-            self.world.sources = self.world.rendered_sources = ""
-            pools = [mco_pool("worker", ("worker",))]
-            nodes = [F.node("worker-0", "worker"), F.node("worker-1", "worker")]
-            if infra:
-                pools.append(mco_pool("infra", ("worker", "infra"), opted_in=False))
-                nodes.append(F.node("infra-0", "infra"))
-            for p in pools:
-                p["spec"]["maxUnavailable"] = 1
-                p["status"] = {}
-            items = [F.build_config(imageBuilderType="custom-pod-builder", rollout="machineconfig",
-                                    finalImagePullspec=f"{REPO}:latest", rolloutGate="hold"),
-                     F.osimageurl(), F.secret("pull-secret"),
-                     F.secret("push-secret", payload={"auths": {"registry.example.com": {"auth": "dTpw"}}}),
-                     *pools, *nodes, source_mc("00-worker", "worker", {"/etc/base": "base"}, generated=True)]
-            if self.real is not None:
-                from tests.support import mcoreal
-                items = [mcoreal.as_created(o) for o in items]
-                self.real.daemon.installed.streams(F.BASE)
-            else:
-                for o in items:
-                    if o["kind"] == "MachineConfigPool":
-                        o["spec"]["configuration"] = {"name": ""}
-            self.api.load(items)
-            if self.real is None:
-                for p in pools:
-                    mcorender.sync_api(self.api, p["metadata"]["name"], F.BASE)
-                mconode.first_boot_api(self.api)
-            self.api.write_rollout_params(REPO, ["worker"])
-        quiet(self.api, self.world, self.settle_seconds)
-        for _ in range(8):                              # opted in, built, rolled out, held again
-            code, err, _ = self.run()
-            assert code == 0, err
-            quiet(self.api, self.world, self.settle_seconds)
-            if "0 created, 0 patched, 0 deleted" in err.splitlines()[-1] and not self.pending():
-                return
-        raise RuntimeError("the setup did not converge: " + err.splitlines()[-1])
-
-    def pending(self) -> bool:
-        return any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in self.api.list("Pod", F.NS))
-
-    def change(self, kind: str) -> None:
-        with self.world.lock:
-            if kind == "upgrade":
-                cm = self.api.get("ConfigMap", F.MCO_NS, "machine-config-osimageurl")
-                cm["data"].update(baseOSContainerImage=NEW_BASE, releaseVersion="4.16.1")
-                self.api.request("PUT", self.api.path("ConfigMap", F.MCO_NS, "machine-config-osimageurl"), cm)
-                self.world.base = NEW_BASE
-                if self.real is not None:
-                    self.real.daemon.installed.streams(NEW_BASE)
-                mc = self.api.get("MachineConfig", "", "00-worker")
-                mc["spec"]["config"]["storage"]["files"].append({"path": "/etc/release", "mode": 420,
-                                                                 "contents": {"source": "data:,4.16.1"}})
-                self.api.request("PUT", self.api.path("MachineConfig", "", "00-worker"), mc)
-            else:
-                self.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
-        quiet(self.api, self.world, self.settle_seconds)        # the MCO renders it (the pools held)
-
-    def ours(self) -> str:
-        mc = self.api.get("MachineConfig", "", "ocl-osimageurl-worker")
-        return (mc or {}).get("spec", {}).get("osImageURL", "")
-
-    def moved(self, node_prefix: str, before: str, since: float) -> float | None:
-        """When the first node of the pool got a desiredConfig carrying an image other than `before`."""
-        for when, node, config in self.clock.desired:
-            if when < since or not node.startswith(node_prefix):
-                continue
-            mc = self.api.get("MachineConfig", "", config) or {}
-            if mc.get("spec", {}).get("osImageURL") not in ("", None, before):
-                return when
-        return None
-
-    def measure(self, kind: str, wait: bool) -> dict:
-        self.setup(infra=kind == "custom")
-        before = self.ours()
-        self.change(kind)
-        since = time.monotonic()
-        prefix = "infra-" if kind == "custom" else "worker-"
-        runs = 0
-        for runs in range(1, 7):
-            code, err, _ = self.run(*(("--wait", WAIT) if wait else ()))
-            assert code == 0, err
-            if wait:
-                deadline = time.monotonic() + 30             # the MCO acts on the released pool
-                while time.monotonic() < deadline and self.moved(prefix, before, since) is None:
-                    time.sleep(0.2)
-            else:
-                quiet(self.api, self.world, self.settle_seconds)
-            if self.moved(prefix, before, since) is not None:
-                break
-        at = self.moved(prefix, before, since)
-        ends = [t for name, t in self.clock.ended.items() if t >= since and "worker" in name]
-        return {"runs": runs, "seconds": round(at - min(ends), 1) if at is not None and ends else None}
-
-    def steady_requests(self) -> tuple[int, int]:
-        self.setup(infra=False)
-        _, _, plain = self.run()
-        _, _, waiting = self.run("--wait", WAIT)
-        return plain, waiting
 
 
 def main() -> int:
@@ -281,7 +56,7 @@ def main() -> int:
     api = realserver.start_installed(root)
     real_mco, controllers = None, None
     try:
-        api.install_rollout(REPO, ("worker",))
+        api.install_rollout(playing.REPO, ("worker",))
         try:
             from tests.support import mcoreal
             installed = mcoreal.Installed(api, mcoreal.harness())
@@ -293,7 +68,7 @@ def main() -> int:
         except BaseException as err:  # noqa: BLE001 - not built: played
             who = (f"the MCO's controllers played (tests/support/mcorender.py, mconode.py; render delay "
                    f"{mcorender_delay():.0f} s), the daemon played; the real ones are not built ({str(err)[:80]})")
-        bench = Bench(api, root, args.build_seconds, real_mco)
+        bench = Scenario(api, root, args.build_seconds, real_mco)
         bench.world.start()
         rows = []
         for kind, label in (("change", "a MachineConfig change"), ("upgrade", "a cluster upgrade"),

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from reconcile.cluster import watch
+from reconcile.cluster import NotFound, watch
 from reconcile.contract import objects
 
 #: Kinds whose kept LISTs are watched: what the waits (core/waits.py) look at.
@@ -96,9 +96,10 @@ class Cache:
                resource_version: str | None = None) -> None:
         try:
             self.cluster.delete(kind, namespace, name, uid, resource_version)
-        finally:
-            if self.cluster.get is not None:     # gone or not, what we kept of it is read again
-                self._drop(kind, namespace, name)
+        except NotFound:
+            self._drop(kind, namespace, name)           # already gone
+            raise
+        self._drop(kind, namespace, name)
 
     # what the watches say ----------------------------------------------------------------------
     def streams(self) -> list[watch.Stream]:
