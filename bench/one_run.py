@@ -21,25 +21,18 @@ What plays what, printed with the figures:
 from __future__ import annotations
 
 import argparse
-import copy
-import json
-import re
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-from reconcile import cli  # noqa: E402
-from reconcile.contract import naming  # noqa: E402
-from tests.support import factory as F  # noqa: E402
-from tests.support import mconode, mcorender, realserver  # noqa: E402
-from tests.support import playing  # noqa: E402
+from tests.support import (
+    playing,  # noqa: E402
+    realserver,  # noqa: E402
+)
 from tests.support.playing import WAIT, Scenario, mcorender_delay  # noqa: E402
-from tests.unit.test_rollout import mco_pool, source_mc  # noqa: E402
 
 PERIOD = 300                                    # the CronJob's */5
 
@@ -74,7 +67,8 @@ def main() -> int:
             who = "the MCO's real render and node controllers (ocl-mco-harness), the daemon played"
         except BaseException as err:  # noqa: BLE001 - not built: played
             who = (f"the MCO's controllers played (tests/support/mcorender.py, mconode.py; render delay "
-                   f"{mcorender_delay():.0f} s), the daemon played; the real ones are not built ({str(err)[:80]})")
+                   f"{mcorender_delay():.0f} s), the daemon played; the real ones are not built "
+                   f"({str(err)[:80]})")
         bench = Scenario(api, root, args.build_seconds, real_mco)
         bench.world.start()
         rows = []
@@ -90,8 +84,8 @@ def main() -> int:
         api.stop()
     print(f"# one run (issue 40): real kube-apiserver; {who}; build {args.build_seconds:.0f} s; "
           f"run --wait {WAIT}\n")
-    print("| change | runs to the first node's new desiredConfig: today / `--wait` | seconds from the build's end "
-          "to that moment: today / `--wait` |")
+    print("| change | runs to the first node's new desiredConfig: today / `--wait` "
+          "| seconds from the build's end to that moment: today / `--wait` |")
     print("|---|---|---|")
     for label, today, waiting_ in rows:
         print(f"| {label} | {today['runs']} / {waiting_['runs']} | {today_seconds(today['runs'])} / "

@@ -98,7 +98,8 @@ class RunResult:
         for o in later.outcomes:
             before = earlier.pop(o.plan.pool, None)
             if before is not None:
-                o = replace(o, done={v: before.done.get(v, 0) + o.done.get(v, 0) for v in {*before.done, *o.done}},
+                verbs = {*before.done, *o.done}
+                o = replace(o, done={v: before.done.get(v, 0) + o.done.get(v, 0) for v in verbs},
                             events_lost=before.events_lost + o.events_lost,
                             images_deleted=before.images_deleted + o.images_deleted,
                             registry_failures=before.registry_failures + o.registry_failures)

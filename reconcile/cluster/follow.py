@@ -122,8 +122,8 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
                 return done, Ended(UNCHANGING, tuple(current))
             for event in events:
                 if event.type == "ERROR":       # a watch refused (no `watch` in the Role): as a failed read
-                    return replace(done, result=RunResult(done.result.outcomes, str(event.obj.get("message")))), \
-                        Ended(UNREAD, tuple(current))
+                    refused = RunResult(done.result.outcomes, str(event.obj.get("message")))
+                    return replace(done, result=refused), Ended(UNREAD, tuple(current))
                 if event.type == "RELIST":
                     cache.relist(event.stream)
                     watcher.close()

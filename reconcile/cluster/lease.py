@@ -142,12 +142,13 @@ class Keeper:
         try:
             fresh = renew(self.cluster, self.held, now)
         except ClusterError as err:
-            log.error("cannot renew Lease %s/%s: %s; writing nothing more", objects.namespace(self.held), NAME, err)
+            log.error("cannot renew Lease %s/%s: %s; writing nothing more",
+                      objects.namespace(self.held), NAME, err)
             fresh = None
         else:
             if fresh is None:
-                log.error("Lease %s/%s is not ours any more: writing nothing more", objects.namespace(self.held),
-                          NAME)
+                log.error("Lease %s/%s is not ours any more: writing nothing more",
+                          objects.namespace(self.held), NAME)
         if fresh is None:
             self.lost = True
             return False
@@ -163,7 +164,8 @@ def release(cluster: Cluster, lease: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def releasing(cluster: Cluster, lease: dict[str, Any], keeper: Keeper | None = None) -> Iterator[dict[str, Any]]:
+def releasing(cluster: Cluster, lease: dict[str, Any],
+              keeper: Keeper | None = None) -> Iterator[dict[str, Any]]:
     """Hold the Lease taken for the block, and release it after (a failure to release is a
     warning: the Lease expires). With `keeper`, the Lease as last renewed, and none once lost."""
     try:

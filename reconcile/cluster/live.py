@@ -185,7 +185,8 @@ class LiveCluster:
             "GET", path_of(stream.kind, stream.namespace or ""), query_params=query, header_params=headers,
             auth_settings=["BearerToken"])
         self.requests += 1
-        resp = self.api.rest_client.request("GET", url, headers=headers, _request_timeout=(10.0, seconds + 30.0))
+        resp = self.api.rest_client.request("GET", url, headers=headers,
+                                            _request_timeout=(10.0, seconds + 30.0))
         self.outcomes[("watch", str(resp.status))] += 1
         if not 200 <= resp.status < 300:
             raise _error(resp.status, resp.read(), "GET", path_of(stream.kind, stream.namespace or ""))

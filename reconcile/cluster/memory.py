@@ -95,7 +95,8 @@ class MemoryCluster:
             live = self.store.get(key)
             if live is not None and _content(live) == _content(obj):
                 continue
-            obj.setdefault("metadata", {}).setdefault("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(key))))
+            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(key)))
+            obj.setdefault("metadata", {}).setdefault("uid", uid)
             self._stamp(obj)
             self.store[key] = obj
 
@@ -216,7 +217,8 @@ class MemoryWatcher:
             now = self._selected(stream)
             seen = self.seen[stream]
             for key in sorted(set(seen) - set(now)):
-                out.append(Event(DELETED, stream, {"kind": key[0], "metadata": {"namespace": key[1], "name": key[2]}}))
+                gone = {"kind": key[0], "metadata": {"namespace": key[1], "name": key[2]}}
+                out.append(Event(DELETED, stream, gone))
             for key, obj in sorted(now.items()):
                 version = objects.meta(obj).get("resourceVersion")
                 if seen.get(key) != version:

@@ -95,8 +95,8 @@ def _rollout(pool: Mapping[str, Any], ours: Mapping[str, Any] | None, building: 
     if state.kind in (check.RENDERING, check.UNCHECKED):
         rendered = ((pool.get("spec") or {}).get("configuration") or {}).get("name") or "?"
         return [Wait(name, RENDER, f"{rollout.name(name)} into {rendered}", state.kind, since)]
-    if state.kind == check.ROLLING_OUT and ann.get(A.GATE) == hold.HELD and (pool.get("spec") or {}).get("paused") \
-            and state.updated < state.total:
+    held = ann.get(A.GATE) == hold.HELD and bool((pool.get("spec") or {}).get("paused"))
+    if state.kind == check.ROLLING_OUT and held and state.updated < state.total:
         return [Wait(name, RELEASE, f"MachineConfigPool {name}", hold.HELD, ann.get(A.GATE_SINCE, ""))]
     return []
 

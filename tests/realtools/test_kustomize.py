@@ -5,7 +5,6 @@ before the CronJob; the argocd-cm component builds into an Argo CD install."""
 from __future__ import annotations
 
 import copy
-
 import os
 import shutil
 import subprocess

@@ -114,8 +114,8 @@ def mcorender_delay() -> float:
 
 def fingerprint(api) -> str:
     objs = [*api.list("MachineConfigPool"), *api.list("Node"), *api.list("MachineConfig"), *api.list("Pod", F.NS)]
-    return json.dumps(sorted(((o["kind"], o["metadata"]["name"], o["metadata"].get("resourceVersion"))
-                              for o in objs)))
+    return json.dumps(sorted((o["kind"], o["metadata"]["name"], o["metadata"].get("resourceVersion"))
+                              for o in objs))
 
 
 def quiet(api, world: World, seconds: float, timeout: float = 180) -> None:
@@ -233,7 +233,8 @@ class Scenario:
         since = time.monotonic()
         prefix = "infra-" if kind == "custom" else "worker-"
         runs = 0
-        for runs in range(1, 7):
+        for _ in range(6):
+            runs += 1
             code, err, _ = self.run(*(("--wait", WAIT) if wait else ()))
             assert code == 0, err
             if wait:

@@ -14,9 +14,7 @@ import pytest
 from reconcile import cli
 from reconcile.cluster import follow, lease
 from reconcile.cluster.memory import MemoryCluster
-from reconcile.contract import annotations as A
 from reconcile.core import waits as W
-from reconcile.core.rollout import hold
 from tests.support import factory as F
 from tests.support import mconode
 from tests.support.world import Killed, World
