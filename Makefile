@@ -51,6 +51,11 @@ demo: install
 	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered2.yaml --write-snapshot $(DEMO)/run7.yaml
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run7.yaml
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run7.yaml && echo 'no differences: nothing is built again'
+	@echo; echo '### 9. the same in one run: run --wait follows its changes (examples/follow.py plays the kubelet and the MCO'"'"'s'
+	@echo '    render as it waits) from step 8'"'"'s snapshot: infra'"'"'s MachineConfig, then worker'"'"'s in the same run, the renders'
+	@echo '    followed, both pools released: one run where step 8 took three'
+	$(PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/followed.yaml
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
