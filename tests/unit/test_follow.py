@@ -194,3 +194,27 @@ def test_a_waiting_run_pushes_its_metrics_as_it_goes(steady, monkeypatch, capsys
     assert code == 0, err
     assert len(pushed) >= 3 and pushed[0] < pushed[-1], pushed
     assert "ocl_last_run_timestamp_seconds" in (tmp_path / "m.prom").read_text()
+
+
+def test_a_waiting_run_that_loses_its_lease_stops_writing_and_leaves_it(steady, monkeypatch, capsys, tmp_path):
+    """Renewed at every turn here (`every` 0); another run takes the Lease over while the build runs:
+    the renewal's compare-and-swap fails, the run writes nothing more and does not delete the Lease."""
+    monkeypatch.setattr(lease.Keeper, "every", property(lambda self: 0.0))
+    world = World(build_steps=3)
+    stolen = []
+
+    def thief(cluster):
+        world(cluster)
+        if world.steps == 2:
+            held = cluster.get("Lease", "ocl-reconciler", lease.NAME)
+            held["spec"]["holderIdentity"] = "another-run"
+            cluster.replace(held)
+            stolen.append(len(cluster.writes))
+    runs = Runs(changed(steady), thief, monkeypatch, capsys, tmp_path)
+    code, err = runs("--wait", "600")
+    assert code == 0, err
+    assert "wait ended: the Lease could not be renewed" in err
+    assert "is not ours any more" in err
+    after = runs.cluster.writes[stolen[0]:]
+    assert [w for w in after if not w[1].startswith("Lease/")] == [], after
+    assert runs.cluster.get("Lease", "ocl-reconciler", lease.NAME)["spec"]["holderIdentity"] == "another-run"
