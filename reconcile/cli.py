@@ -43,12 +43,16 @@ examples:
 #: per command: (description, exit codes) shown by `COMMAND --help`
 COMMAND_HELP = {
     "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
-            "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
+            "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr. "
+            "With --wait, it then follows its changes from watch events until nothing is waited for "
+            "(a build, the render of its MachineConfig, the gate's release; never the nodes), the "
+            "deadline, Ctrl-C, or a Lease it cannot renew; every pass is recorded as it goes.",
             "exit codes: 0 every pool reconciled (a failed build is a recorded outcome; an image the "
             "registry will not delete is a warning, kept for the next run); 2 a pool is Blocked (or "
             "carries the MCO's layering label) or a write failed; 3 the cluster "
             "or snapshot cannot be read, or the Lease cannot be taken (a read that fails after some pools "
-            "were carried out ends the run there, after its summary and metrics)"),
+            "were carried out ends the run there, after its summary and metrics; with --wait also a watch "
+            "refused); the wait's deadline is not an error"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
              "names a program to compare the live and desired trees instead; its exit status is ours. "
