@@ -58,9 +58,21 @@ class LiveWatcher:
         self.cluster = cluster
         self.events: queue.Queue[Event] = queue.Queue()
         self.stopped = threading.Event()
-        self.threads = [threading.Thread(target=self._follow, args=(s,), daemon=True, name=f"watch-{s.kind}")
-                        for s in streams]
-        for t in self.threads:
+        self.threads = []
+        # every stream is opened here, before any is read: one the server refuses (a Role without
+        # `watch`) is said first, whatever the others bring
+        opened = []
+        for s in streams:
+            try:
+                opened.append((s, self.cluster.watch_lines(s, s.resource_version, STREAM_SECONDS)))
+            except Exception as err:        # refused, or a dropped connection: the thread starts it again
+                if getattr(err, "status", 0) in REFUSED:
+                    self.events.put(Event(ERROR, s, {"message": str(err)}))
+                    return
+                opened.append((s, None))
+        for s, lines in opened:
+            t = threading.Thread(target=self._follow, args=(s, lines), daemon=True, name=f"watch-{s.kind}")
+            self.threads.append(t)
             t.start()
 
     def next(self, timeout: float) -> list[Event] | None:
@@ -77,11 +89,12 @@ class LiveWatcher:
     def close(self) -> None:
         self.stopped.set()
 
-    def _follow(self, stream: Stream) -> None:
+    def _follow(self, stream: Stream, opened: Any = None) -> None:
         version, backoff = stream.resource_version, 0.2
         while not self.stopped.is_set():
             try:
-                for line in self.cluster.watch_lines(stream, version, STREAM_SECONDS):
+                lines, opened = opened or self.cluster.watch_lines(stream, version, STREAM_SECONDS), None
+                for line in lines:
                     if self.stopped.is_set():
                         return
                     event = json.loads(line) if line else None
