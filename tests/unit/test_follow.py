@@ -14,6 +14,7 @@ import pytest
 from reconcile import cli
 from reconcile.cluster import follow, lease
 from reconcile.cluster.memory import MemoryCluster
+from reconcile.contract import annotations as A
 from reconcile.core import waits as W
 from tests.support import factory as F
 from tests.support import mconode
@@ -218,3 +219,45 @@ def test_a_waiting_run_that_loses_its_lease_stops_writing_and_leaves_it(steady, 
     after = runs.cluster.writes[stolen[0]:]
     assert [w for w in after if not w[1].startswith("Lease/")] == [], after
     assert runs.cluster.get("Lease", "ocl-reconciler", lease.NAME)["spec"]["holderIdentity"] == "another-run"
+
+
+def test_at_the_deadline_the_run_exits_as_a_run_does_saying_what_it_still_waits_for(steady, monkeypatch, capsys,
+                                                                                    tmp_path):
+    runs = Runs(changed(steady), World(build_steps=10**9, limit=10**9), monkeypatch, capsys, tmp_path)
+    code, err = runs("--wait", "1")
+    assert code == 0, err
+    assert "wait ended: the wait deadline passed; still waiting for worker: build" in err
+    assert "the next run resumes" in err
+    assert pool(runs.items)["metadata"]["annotations"][A.STATE] in (A.PENDING, A.BUILDING)
+
+
+def test_the_settings_key_zero_turns_the_wait_off(steady, monkeypatch, capsys, tmp_path):
+    items = changed(steady)
+    F.find(items, "ConfigMap", "on-cluster-build-config")[0]["data"]["waitDeadline"] = "0"
+    runs = Runs(items, World(), monkeypatch, capsys, tmp_path)
+    code, err = runs("--wait", "600")
+    assert code == 0, err
+    assert "wait ended: the wait deadline passed" in err and runs.cluster.world is not None
+
+
+def test_a_terminal_shows_one_line_redrawn_with_what_is_waited_for():
+    import io
+    from datetime import datetime
+
+    from reconcile.output.waiting import CLEAR, Shower
+    screen = io.StringIO()
+    shower = Shower(screen)
+    build = W.Wait("worker", W.BUILD, "Pod/ns/b", "Running", "2026-11-29T12:00:00Z")
+    shower.update([build])
+    shower.tick(datetime(2026, 11, 29, 12, 1, 0, tzinfo=F.NOW.tzinfo), 30)
+    assert screen.getvalue() == CLEAR + "waiting 0m30s more: worker: build Pod/ns/b Running, 1m00s"
+    shower.close()
+    assert screen.getvalue().endswith(CLEAR)
+
+
+def test_the_settings_key_is_a_duration_or_zero():
+    from reconcile.imagebuild import settings
+    assert [settings._wait({"waitDeadline": v}) for v in ("", "0", "0s", "5m", "1h30m", "540s")] == \
+        [None, 0, 0, 300, 5400, 540]
+    with pytest.raises(settings.SettingsError, match="waitDeadline"):
+        settings._wait({"waitDeadline": "soon"})
