@@ -135,10 +135,11 @@ clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache
 
 # What each kind of change costs a pool, with and without live changes and under the MCO's own
-# layering's rule (bench/live_changes.py; docs/rollout.md's table): the real daemon's verdicts through
-# `make mco`'s harness, the render and node controllers imitated. About a minute on 2 cores.
-bench-live: install mco
-	$(PY) bench/live_changes.py
+# layering's rule (bench/live_changes.py; docs/rollout.md's table): on the real kube-apiserver with the
+# MCO's own render and node controllers and the real daemon's verdicts, every row in both modes (about
+# 8 minutes on 2 cores); ARGS=--imitations on the render and node imitations (about 3 minutes).
+bench-live: install realapi mco
+	$(PY) bench/live_changes.py $(ARGS)
 
 # A change reaches its nodes in one run (issue 40; bench/one_run.py, docs/rollout.md section 3b): runs and
 # seconds from a change to the first node's new desiredConfig, with and without run --wait, on the real

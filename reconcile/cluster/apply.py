@@ -190,6 +190,8 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, ou
             continue
         gone.append(image)
         log.info("deleted image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
+        if action.signatures:
+            _prune_signature(deleter, image, pool, outcome)
     why = (f"could not delete {len(failed)} image(s) from the registry: {'; '.join(failed)}; kept in the "
            "image history, tried again by the next run (docs/admin.md, \"Images that cannot be deleted\")"
            if failed else None)
@@ -206,6 +208,19 @@ def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, ou
     if failed:
         outcome.registry_failures += len(failed)
         log.warning("pool %s: %s", pool, why, extra={"pool": pool})
+
+
+def _prune_signature(deleter: registry.Client, image: str, pool: str, outcome: Outcome) -> None:
+    """The deleted image's cosign signature tag. One that cannot be deleted is only said: it signs
+    an image that is gone, so it can admit nothing (docs/signing.md, "Pruning")."""
+    try:
+        said = deleter.delete_signature(image)
+    except registry.RegistryError as err:
+        outcome.registry_failures += 1
+        log.warning("pool %s: the signature of deleted image %s stays in the registry: %s", pool, image, err,
+                    extra={"pool": pool})
+        return
+    log.info("signature of image %s (pool %s): %s", image, pool, said, extra={"pool": pool})
 
 
 class WriteError(ClusterError):

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcile.cluster import Cluster, Forbidden, NotFound
+from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, rollout, storage
-from reconcile.imagebuild import builders, buildinputs, proxy, settings
+from reconcile.imagebuild import builders, buildinputs, proxy, settings, signing
 from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Kinds whose objects we create, hence LIST with our selector; and our build storage volumes,
@@ -102,6 +103,44 @@ def read_material(cluster: Cluster, found: Settings, configmaps: list[dict[str, 
                 f"spec.trustedCA) has no key {proxy.TRUST_KEY!r}"))
     return desired.Material(secrets, inputs, proxy_env=cluster_proxy.env, trust_bundle=bundle,
                             classes=classes)
+
+
+def signing_keys(cluster: Cluster, found: Settings) -> Settings | Problem:
+    """The settings with their key Secrets' fingerprints: a GET of each, every run with signing on
+    (whether a pool's image is signed with the keys of now decides its transition); their data is
+    looked at here and kept nowhere."""
+    try:
+        return settings.with_keys(found, {n: cluster.get("Secret", found.namespace, n)
+                                          for n in found.signing_secrets})
+    except SettingsError as err:
+        return Problem(str(err))
+    except Forbidden as err:
+        return Problem(f"cannot read the signing key Secrets {', '.join(found.signing_secrets)} of "
+                       f"{found.namespace}: {err}")
+
+
+def signing_off(cluster: Cluster, found: Settings) -> Settings | Problem:
+    """Signing is off but pools record signed images (it was on): a ClusterImagePolicy that still
+    covers our repository makes the nodes refuse every image built from now on (the rebase fails,
+    the node goes Degraded), so every pool is Blocked, naming the key and the policy. One LIST of
+    ClusterImagePolicies, made only then (a cluster that does not serve them has none)."""
+    try:
+        policies = cluster.list("ClusterImagePolicy", None)
+    except NotFound:
+        policies = []
+    except Forbidden as err:
+        return Problem(f"signing is off (ConfigMap {settings.BUILD_CONFIG} sets no {signing.KEY_SECRETS!r}) "
+                       "but "
+                       f"pools record signed images, and the ClusterImagePolicies cannot be read: {err}; "
+                       "re-apply your overlay (its ClusterRole comes from kustomize/base)")
+    names = signing.covering(policies, found.repo)
+    if not names:
+        return found
+    return Problem(f"ConfigMap {settings.BUILD_CONFIG} sets no {signing.KEY_SECRETS!r} (signing is off), but "
+                   f"ClusterImagePolicy {', '.join(names)} requires signatures for {found.repo}: the nodes "
+                   "would "
+                   "refuse every image built from now on and go Degraded; set the key again, or delete the "
+                   "policy first (docs/signing.md, \"Turning signing off\")")
 
 
 def storage_classes(cluster: Cluster) -> storage.Classes:
@@ -227,7 +266,12 @@ def observe(cluster: Cluster, namespace: str) -> Observed:
         found = read_settings(namespace, configmaps, _published(cluster, namespace, configmaps))
     except _Unreadable as err:
         found = Problem(str(err))
+    if isinstance(found, Settings) and found.signs:
+        found = signing_keys(cluster, found)
     pools = cluster.list("MachineConfigPool", None)
+    if isinstance(found, Settings) and not found.signs and any(
+            A.SIGNED in objects.annotations(p) and A.LAYERING_LABEL in objects.labels(p) for p in pools):
+        found = signing_off(cluster, found)
     owned, storage_problem = owned_volumes(cluster, namespace, found, pools)
     return Observed(namespace, found, pools, owned, configmaps,
                     named_machineconfigs(cluster) if machineconfig_rollout(found) else [],

@@ -77,15 +77,21 @@ class Planner:
 
     def _lookup(self, image: str, build_id: str) -> images.Lookup:
         """Does the registry still have an image we would reuse, labelled by our build of this
-        build id (the manifest and its config, two GETs)? Asked once per run; a failure to ask is
-        an answer too (the pool builds, saying so): an optimisation never blocks."""
+        build id (the manifest and its config, two GETs)? With signing on and the label ours, also
+        its cosign signatures (the signature tag's manifest and each signature's blob), which the
+        core verifies (core/signing.py `verified`). Asked once per run; a failure to ask is an
+        answer too (the pool builds, saying so): an optimisation never blocks."""
         key = f"{build_id}={image}"
         if key not in self.lookups:
             if self.registry_client is None:
                 self.lookups[key] = images.Lookup(image, True, simulated=True)
             else:
                 try:
-                    self.lookups[key] = images.labelled(image, self.registry_client.labels(image), build_id)
+                    found = images.labelled(image, self.registry_client.labels(image), build_id)
+                    signs = isinstance(self.seen.settings, Settings) and self.seen.settings.signs
+                    if found.found and signs:
+                        found = replace(found, signatures=tuple(self.registry_client.signatures(image) or ()))
+                    self.lookups[key] = found
                 except registry.RegistryError as err:
                     self.lookups[key] = images.Lookup(image, None, str(err))
         return self.lookups[key]
@@ -259,7 +265,8 @@ class Planner:
         after = images.pools_after(everyone.values(), plans)
         if not images.pending([p for p in after if objects.name(p) in planned], self.keep_images):
             return plans
-        images.add_to(plans, everyone.values(), self._list_nodes(), self.keep_images, self.seen.settings.repo)
+        images.add_to(plans, everyone.values(), self._list_nodes(), self.keep_images, self.seen.settings.repo,
+                      self.seen.settings.signs)
         return plans
 
     def push_auths(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.imagebuild import auth, imageref
+from reconcile.imagebuild import auth, imageref, signatures, signing
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",
@@ -139,6 +139,36 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     return {404: "not found", 405: "deletion disabled"}.get(status, "deleted")
 
 
+def _signature_tag(image: str, auths: Mapping[str, Any], timeout: float,
+                   ctx: ssl.SSLContext | None) -> tuple[str, str, int, bytes]:
+    """A GET of cosign's signature tag of a digested image (imagebuild/signing.py `sig_tag`):
+    (the tag, its repository, the status, the manifest's bytes)."""
+    tag = signing.sig_tag(image)
+    if tag is None:
+        raise RegistryError(f"{image}: not a sha256-digested image reference")
+    repo, _, name = tag.rpartition(":")
+    host, path = auth.host_and_path(repo)
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
+                            f"{host}/{path}")
+    return tag, repo, status, body
+
+
+def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+                     ctx: ssl.SSLContext | None = None) -> str:
+    """Delete cosign's signature attachment of a digested image (`<repo>:sha256-<hex>.sig`,
+    imagebuild/signing.py): its manifest, by the digest of the bytes the tag serves, since a registry
+    deletes a manifest by digest only (distribution's API: `DELETE /v2/<name>/manifests/<digest>`;
+    docker-registry answers a tag with 400 DIGEST_INVALID). Returns "deleted", "no signature" or
+    "deletion disabled"; raises RegistryError otherwise."""
+    tag, repo, status, body = _signature_tag(image, auths, timeout, ctx)
+    if status == 404:
+        return "no signature"
+    if status >= 300 or len(body) > MAX_BODY:
+        raise RegistryError(f"{tag}: the registry answered {status}" if status >= 300
+                            else f"{tag}: its manifest is too large")
+    return delete(f"{repo}@sha256:{hashlib.sha256(body).hexdigest()}", auths, timeout, ctx)
+
+
 def ping(repo: str, auths: Mapping[str, Any], timeout: float = 30.0,
          ctx: ssl.SSLContext | None = None) -> str:
     """`GET /v2/` of the repository's registry with the credentials a build uses for `repo`: the
@@ -207,6 +237,35 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     inner = _served(body, image, "config blob", blob).get("config")
     found = (inner.get("Labels") if isinstance(inner, dict) else None) or {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def signatures_of(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+                  ctx: ssl.SSLContext | None = None) -> list[signatures.Signature] | None:
+    """cosign's signatures of a digested image as the registry holds them, fetched as
+    containers/image fetches them (docker/docker_image_src.go, `appendSignaturesFromSigstoreAttachments`):
+    a GET of the `sha256-<hex>.sig` tag's manifest, then of each signature layer's blob, whose
+    content must hash to its digest. None when there is no such tag (404); raises RegistryError when
+    the registry cannot say or serves what cosign does not write. imagebuild/signatures.py decides."""
+    tag, repo, status, body = _signature_tag(image, auths, timeout, ctx)
+    if status == 404:
+        return None
+    host, path = auth.host_and_path(repo)
+    if status >= 300:
+        raise RegistryError(f"{tag}: the registry answered {status} to GET of the signature manifest")
+    try:
+        found = signatures.layers(_served(body, tag, "signature manifest", None))
+    except signatures.Unreadable as err:
+        raise RegistryError(f"{tag}: {err}") from None
+    out = []
+    for layer in found:
+        status, _, blob = _call("GET", host, f"/v2/{path}/blobs/{layer.digest}", tag, auths, timeout, ctx,
+                                f"{host}/{path}")
+        if status >= 300:
+            raise RegistryError(f"{tag}: the registry answered {status} to GET of its blob {layer.digest}")
+        if len(blob) > MAX_BODY or f"sha256:{hashlib.sha256(blob).hexdigest()}" != layer.digest:
+            raise RegistryError(f"{tag}: the registry served a blob whose digest is not {layer.digest}")
+        out.append(signatures.Signature(blob, layer.signature))
+    return out
 
 
 _INDEXES = ("application/vnd.oci.image.index.v1+json",
@@ -288,11 +347,17 @@ class Client:
     def delete(self, image: str) -> str:
         return delete(image, *self._ready(image))
 
+    def delete_signature(self, image: str) -> str:
+        return delete_signature(image, *self._ready(image))
+
     def exists(self, image: str) -> bool:
         return exists(image, *self._ready(image))
 
     def labels(self, image: str) -> dict[str, str] | None:
         return labels(image, *self._ready(image))
+
+    def signatures(self, image: str) -> list[signatures.Signature] | None:
+        return signatures_of(image, *self._ready(image))
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))

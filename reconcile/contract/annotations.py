@@ -50,6 +50,10 @@ LIVE = KEY_PREFIX + "live"
 #: with LIVE: the image content digest of BUILT_CONFIG, so a run can tell, without reading it, that
 #: the recorded build is still the one the current inputs (settings, Dockerfile, rebuild token) make
 BUILT_CONTENT = KEY_PREFIX + "built-content"
+#: with signing on (imagebuild/signing.py): `<image>=<fingerprint>[,<fingerprint>]`, the image the
+#: pool records and the keys it was signed with; a transition that records or rolls out an image
+#: waits for it (core/signing.py); removed once signing is off
+SIGNED = KEY_PREFIX + "signed"
 IMAGES = KEY_PREFIX + "images"            # digested images of this pool's builds, newest first
 #: why the last run could not delete images of the history from the registry (kept there, tried
 #: again by the next run); removed once a prune of the pool goes through

@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[str, bool, str]] = {
     "MachineConfigPool": ("machineconfiguration.openshift.io/v1", False, "machineconfigpools"),
     "MachineConfig": ("machineconfiguration.openshift.io/v1", False, "machineconfigs"),
     "Proxy": ("config.openshift.io/v1", False, "proxies"),
+    "ClusterImagePolicy": ("config.openshift.io/v1", False, "clusterimagepolicies"),
     "Node": ("v1", False, "nodes"),
     "OSImageStream": ("machineconfiguration.openshift.io/v1", False, "osimagestreams"),
     "MachineConfiguration": ("operator.openshift.io/v1", False, "machineconfigurations"),

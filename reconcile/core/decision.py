@@ -13,7 +13,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, storage
+from reconcile.core import carryforward, desired, images, mcolabel, rollout, signing, storage
 from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
 from reconcile.imagebuild import builders, clusterfacts, disk, disruption, imagecontent, livechange
@@ -58,6 +58,11 @@ class Decision:
     live_why: str = ""
     #: LIVE: the image content digest of the config the image was built from
     built_content: str = ""
+    #: SIGN: the image to sign and its signing Pod (core/signing.py)
+    signing: signing.Signing | None = None
+    #: core/signing.RECORDS with signing on: the `ocl-reconciler.io/signed` record of the image
+    #: (None: signing is off, the record goes)
+    signed: str | None = None
 
     @property
     def needs_build(self) -> bool:
@@ -74,10 +79,12 @@ class Decision:
 
 
 def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
-    """The decision once the registry said whether it has the candidate image: REUSE if it does."""
+    """The decision once the registry said whether it has the candidate image: REUSE if it does
+    (with signing on, only if a current key signed it: core/signing.py `verified`)."""
     assert d.observed is not None and lookup.image == d.candidate
+    lookup = signing.verified(d.settings, lookup)
     observed = replace(d.observed, reusable=bool(lookup.found))
-    return replace(d, transition=decide(observed), observed=observed, lookup=lookup)
+    return signing.gate(replace(d, transition=decide(observed), observed=observed, lookup=lookup))
 
 
 def built_from(d: Decision) -> str | None:
@@ -117,7 +124,8 @@ def with_live(d: Decision, built: Mapping[str, Any], rendered: Mapping[str, Any]
     if previous:                         # what the nodes do: from the config they are on, all of it
         verdict = replace(verdict, actions=disruption.actions(disruption.diff(previous, rendered), rules))
     observed = replace(d.observed, live=True)
-    return replace(d, transition=decide(observed), observed=observed, live=verdict, built_content=content)
+    return signing.gate(replace(d, transition=decide(observed), observed=observed, live=verdict,
+                                built_content=content))
 
 
 def built_for(ann: Mapping[str, str], builder: Builder, namespace: str, inp: desired.BuildInputs,
@@ -197,9 +205,9 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            legacy_ref=carried.legacy_ref,
                            live_recorded=bool(ann.get(A.LIVE)) and built_for(
                                ann, builder, settings.namespace, inp, ann.get(A.BUILT_CONTENT)))
-    return Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
-                    attempt=attempt, current=current, stale=stale, build_obj=build_obj, status=status,
-                    observed=observed, rollout=view, storage=volumes)
+    return signing.gate(Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
+                                 attempt=attempt, current=current, stale=stale, build_obj=build_obj,
+                                 status=status, observed=observed, rollout=view, storage=volumes))
 
 
 def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],

@@ -69,6 +69,11 @@ class Lookup:
     found: bool | None          # None: the registry could not be asked; `detail` says why
     detail: str = ""
     simulated: bool = False     # a snapshot run: not asked, taken as there
+    #: with signing on, once its label matched: what the registry holds under its cosign signature
+    #: tag (None: not read, or no such tag); core/signing.py `verified` decides
+    signatures: tuple[Any, ...] | None = None
+    #: the current keys (fingerprints) with a valid signature on it, once `verified`
+    signed_by: tuple[str, ...] = ()
 
 
 def labelled(image: str, labels: Mapping[str, str] | None, build_id: str) -> Lookup:
@@ -147,9 +152,10 @@ def pools_after(pools: Iterable[Mapping[str, Any]], plans: Iterable[PoolPlan]) -
 
 
 def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-           keep: int, repo: str | None = None) -> None:
+           keep: int, repo: str | None = None, signatures: bool = False) -> None:
     """Append a "prune" action (and notes on images kept or forgotten) to each planned pool with
-    images due; `repo`: the configured repository."""
+    images due; `repo`: the configured repository; `signatures`: signing is on, so each image's
+    cosign signature tag (`<repo>:sha256-<hex>.sig`) is deleted with it."""
     by_pool = {p.pool: p for p in plans}
     for item in plan(pools_after(pools, plans), nodes, keep, repo):
         target = by_pool.get(objects.name(item.pool))
@@ -162,4 +168,5 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
         if item.delete or item.forget:
             ops = history_ops(item.pool, item.delete + item.forget)
             target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),
-                                         images=item.delete, forget=item.forget))
+                                         images=item.delete, forget=item.forget,
+                                         signatures=signatures and bool(item.delete)))

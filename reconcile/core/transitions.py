@@ -20,7 +20,9 @@ class Transition(enum.Enum):
              "create the ConfigMaps (our auth Secrets where needed) and the Pod or Build; delete the "
              "older builds' objects (a running one is interrupted: the message says which); `Pending`")
     REUSE = ("the same, but the pool's image history says this build id already produced an image "
-             "(a rollback) and the registry still has its manifest, labelled with that build id",
+             "(a rollback) and the registry still has its manifest, labelled with that build id; with "
+             "signing on, also a signature there that a current key verifies, for that digest and our "
+             "repository (checked, never made: else the pool builds)",
              "build nothing: record that image, `Succeeded`, `reused <image> of build <id>`, Event "
              "`BuildReused`; delete the older builds' objects")
     PROGRESS = ("Pod `Pending` / `Running` (Build `New`, `Pending` / `Running`)", "`Pending` / `Building`")
@@ -46,6 +48,14 @@ class Transition(enum.Enum):
             "build nothing: one pool patch records the rendered config, its content digest and what the "
             "daemon will do (`ocl-reconciler.io/live`), the image and the build it came from are kept; "
             "Event `LiveChange`")
+    SIGN = ("signing on (`imageSigningKeySecretName`), and the image one of SUCCEED, REUSE, BUILT, "
+            "EQUIVALENT or LIVE would record is not recorded signed with every current key "
+            "(`ocl-reconciler.io/signed`): a new build's, a rollback's that one current key of two signed "
+            "already, or the one a pool uses when signing is turned on or a key added",
+            "create or follow the signing Pod (cosign signs the digest with each key); `Building` for a new "
+            "image, the record kept for one in use; once it succeeds the transition goes on and records "
+            "`ocl-reconciler.io/signed`; if it fails, `Failed` with the signer's reason, the image not "
+            "recorded and nothing rolled out")
     BUILT = ("already built for the current inputs", "no writes at all (leftovers of a killed run go); "
              "with `rollout: machineconfig`, the pool's MachineConfig is written if it is missing or "
              "points at another image")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.imagebuild import auth, imageref, livechange
+from reconcile.imagebuild import auth, imageref, livechange, signing
 
 BUILD_CONFIG = "on-cluster-build-config"
 OSIMAGEURL = "machine-config-osimageurl"
@@ -131,6 +131,17 @@ class Settings:
     #: key `liveChanges` (imagebuild/livechange.py): `apply`, the default, builds nothing for a
     #: change the nodes take live; `rebuild` builds for every content change
     live_changes: str = livechange.APPLY
+    #: key `imageSigningKeySecretName` (imagebuild/signing.py): the key pair Secrets every image is
+    #: signed with (none: signing off); their fingerprints once the shell read them (`with_keys`)
+    signing_secrets: tuple[str, ...] = ()
+    signing_keys: tuple[signing.Key, ...] = ()
+    #: key `imageSignerImage`: the image the signing Pod runs cosign in (digest-pinned)
+    signer_image: str = signing.DEFAULT_SIGNER_IMAGE
+
+    @property
+    def signs(self) -> bool:
+        """Every image handed to a pool is signed first (`imageSigningKeySecretName` is set)."""
+        return bool(self.signing_secrets)
 
     @property
     def persistent_storage(self) -> bool:
@@ -219,6 +230,16 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     if live not in livechange.MODES:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'liveChanges': unknown value {live!r} "
                             f"(want one of {', '.join(livechange.MODES)})")
+    try:
+        signers = signing.secret_names(str(build.get(signing.KEY_SECRETS) or ""))
+    except signing.Invalid as err:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {err}") from None
+    signer = _signer_image(build)
+    if signers and "/" in push:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'finalImagePushSecretName': {push!r} is in "
+                            f"another namespace, and with {signing.KEY_SECRETS!r} set the signing Pod mounts "
+                            "it: keep "
+                            "the push Secret in this namespace")
     buildah = _builder_image(build, configmaps.get(MCO_IMAGES)) if builder == CUSTOM_POD_BUILDER \
         else DEFAULT_BUILDAH_IMAGE          # an OpenShift Build runs in the cluster's builder image
     osurl = _data(configmaps[OSIMAGEURL])
@@ -236,7 +257,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
-        rollout_gate=gate, live_changes=live,
+        rollout_gate=gate, live_changes=live, signing_secrets=signers, signer_image=signer,
         hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
         wait_deadline=_wait(build),
         explicit=frozenset(k for k in (*BUILD_RESOURCES, STORAGE_KEY) if str(build.get(k) or "").strip()),
@@ -324,6 +345,27 @@ def _wait(build: Mapping[str, str]) -> int | None:
     if value in ("0", "0s"):
         return 0
     return _duration(build, WAIT_KEY, 0)
+
+
+def _signer_image(build: Mapping[str, str]) -> str:
+    """`imageSignerImage`, by digest: the signer holds the key, so what it runs is pinned."""
+    value = str(build.get(signing.SIGNER_IMAGE) or "").strip()
+    if not value:
+        return signing.DEFAULT_SIGNER_IMAGE
+    if not _image(BUILD_CONFIG, signing.SIGNER_IMAGE, value) or imageref.parse(value).digest is None:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {signing.SIGNER_IMAGE!r}: {value!r} is not "
+                            "pinned by digest (name@sha256:...): the signer holds the signing key")
+    return value
+
+
+def with_keys(found: Settings, secrets: Mapping[str, Mapping[str, Any] | None]) -> Settings:
+    """The settings with the fingerprints of the key Secrets the shell read (by name, None: absent).
+    Raises SettingsError."""
+    try:
+        keys = signing.keys(found.namespace, found.signing_secrets, secrets)
+    except signing.Invalid as err:
+        raise SettingsError(str(err)) from None
+    return replace(found, signing_keys=keys)
 
 
 def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | None) -> str:

@@ -26,7 +26,8 @@ from reconcile.imagebuild import osstream, templates
 FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
           "kind_lower", "phase", "build_message", "attempt", "next_attempt", "max_attempts",
           "recorded_state", "recorded_ref", "recorded_for", "recorded_for_config", "candidate", "found",
-          "not_reused", "retry_cause", "problem", "move_label", "built_config", "live")
+          "not_reused", "retry_cause", "problem", "move_label", "built_config", "live",
+          "sign_image", "sign_pod", "sign_then")
 NOT_OPTED_IN = "NOT_OPTED_IN"
 
 
@@ -87,6 +88,8 @@ def _fields(name: str, d: decision.Decision | None, namespace: str) -> dict[str,
                   recorded_ref=ann.get(A.BUILD) or "", recorded_for_config=ann.get(A.RENDERED) or "",
                   built_config=ann.get(A.BUILT_CONFIG) or "",
                   live=d.live.said if d.live is not None else ann.get(A.LIVE) or "")
+    if d.signing is not None:
+        values.update(sign_image=d.signing.image, sign_pod=d.signing.pod_name, sign_then=d.signing.then.name)
     if d.inputs is None or d.builder is None or d.settings is None:
         return values
     ref = desired.build_ref(d.builder, d.settings.namespace, d.inputs, d.attempt)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reconcile.preflight import access, builds, install, openshift, pools
+from reconcile.preflight import access, builds, install, openshift, pools, signing
 from reconcile.preflight.facts import Facts
 from reconcile.preflight.report import Line, Result
 
@@ -28,6 +28,9 @@ CHECKS: dict[str, Callable[[Facts], list[Line]]] = {
     "pool-admission": pools.check_pool_admission,
     "rollout-params": pools.check_rollout_params,
     "pod-security": builds.check_pod_security,
+    "image-policy": signing.check_image_policy,
+    "policy-key": signing.check_policy_key,
+    "rendered-policy": signing.check_rendered_policy,
 }
 
 

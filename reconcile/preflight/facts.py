@@ -83,6 +83,12 @@ class Facts:
     #: with `buildStorage: persistent` and custom-pod-builder: the StorageClasses as a run reads
     #: them when a build is due (None: not read)
     storage_classes: storage.Classes | None = None
+    #: the ClusterImagePolicies (None: not read; [] where the API is not served), and per opted-in
+    #: pool the policy.json of its rendered config ("" none), read when signing is on and one covers us
+    image_policies: list[Mapping[str, Any]] | None = None
+    image_policies_error: str = ""
+    rendered_policies: dict[str, str] = field(default_factory=dict)
+    rendered_policy_errors: dict[str, str] = field(default_factory=dict)
 
     def reconciler(self) -> str:
         """Our ServiceAccount, as the lines name it."""

@@ -53,6 +53,7 @@ PERMISSIONS: tuple[Rule, ...] = (
            (_MCO, "machineconfigs", "get", ""),
            (_MCO, "osimagestreams", "get", "cluster"),
            ("config.openshift.io", "proxies", "get", ""),
+           ("config.openshift.io", "clusterimagepolicies", "list", ""),
            ("", "nodes", "list", ""),
            ("storage.k8s.io", "storageclasses", "list", "")),
     *_role("Role ocl-reconciler-published", "kustomize/base/mco-namespace.yaml", settings.MCO_NAMESPACE,

@@ -25,7 +25,7 @@ from reconcile.cluster.planner import Planner
 from reconcile.contract import admission, objects
 from reconcile.core import decision, desired, images, storage, transitions
 from reconcile.core.rollout import check as rolloutcheck
-from reconcile.imagebuild import auth, settings
+from reconcile.imagebuild import auth, containersconf, settings, signing
 from reconcile.imagebuild.settings import Settings
 from reconcile.preflight.access import BUILD_ACCOUNT, BUILDER_SCC, builder_account
 from reconcile.preflight.facts import DryRun, Facts
@@ -121,8 +121,38 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
         classes, error = _read(lambda: observe.storage_classes(reconciler or cluster))
         f.storage_classes = classes or storage.Classes(problem=f"cannot list StorageClasses: {error}")
     if seen is not None and isinstance(seen.settings, Settings):
+        f.image_policies, f.image_policies_error = _read(lambda: _image_policies(cluster))
+        _rendered_policies(cluster, f)
         _plan(cluster, reconciler or cluster, seen, now, f)
     return f
+
+
+def _image_policies(cluster: live.LiveCluster) -> list[dict[str, Any]]:
+    """The ClusterImagePolicies, as the caller (a cluster that does not serve them has none)."""
+    try:
+        return cluster.list("ClusterImagePolicy", None)
+    except NotFound:
+        return []
+
+
+def _rendered_policies(cluster: live.LiveCluster, f: Facts) -> None:
+    """With signing on and a policy covering us: each opted-in pool's rendered config's policy.json
+    (a GET of each rendered MachineConfig, as the caller)."""
+    s = f.settings
+    if not isinstance(s, Settings) or not s.signs or not signing.covering(f.image_policies or [], s.repo):
+        return
+    for pool in f.pools:
+        if not decision.opted_in(pool):
+            continue
+        name = objects.name(pool)
+        mc, error = _read(lambda p=pool: cluster.get("MachineConfig", "", decision.rendered_config(p)))
+        if error or mc is None:
+            f.rendered_policy_errors[name] = error or "not found"
+            continue
+        try:
+            f.rendered_policies[name] = containersconf.from_machineconfig(mc).get("policy.json", "")
+        except containersconf.Unreadable as err:
+            f.rendered_policy_errors[name] = str(err)
 
 
 def _cronjob(cluster: live.LiveCluster, f: Facts) -> None:

@@ -6,6 +6,8 @@ values are read in the MCO's source (paths given), never taken from a run."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.support import factory as F
@@ -143,3 +145,21 @@ def test_updated_machines_come_from_the_machineconfignodes_only_with_image_mode_
         assert updated_count(real, 3) == 3
     finally:
         controllers.stop()
+
+
+def test_the_queues_say_busy_until_the_render_delay_has_passed_and_the_pool_is_rendered(real, mco):
+    """settle's `idle` (the harness's queues.go): a MachineConfig change queues the pool behind the
+    render delay (render_controller.go `enqueueAfter(pool, renderDelay)`), so the controllers are not
+    idle before the rendered config exists, and are once it does and the nodes are done."""
+    seed_pool(real, nodes=("worker-0",))
+    mco.settle()
+    assert mco.controllers.idle()
+    first = target(real)
+    real.api.create(source_mc("99-worker-motd", "worker", {"/etc/motd": "hello"}))
+    busy, deadline = [], time.monotonic() + 30
+    while target(real) == first and time.monotonic() < deadline:
+        busy.append(mco.controllers.idle())
+        time.sleep(0.05)
+    assert target(real) != first and busy and not any(busy[3:]), busy
+    mco.settle()
+    assert mco.controllers.idle()

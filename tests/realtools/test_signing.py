@@ -222,3 +222,88 @@ def test_an_image_signed_with_both_keys_passes_the_old_policy_and_the_new(world)
     old_only = world.push("signed-with-the-old-key")
     world.cosign.sign(world.key, old_only)
     assert not world.verdict(old_only, world.rotated).allowed    # step 3 only once all are re-signed
+
+
+#: the system calls that write a path (strace's names); a path opened with any of these flags
+WRITES = "open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,link,linkat,symlink,symlinkat"
+_WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
+
+
+def written(trace: Path) -> list[str]:
+    """The paths a traced program created or opened for writing (successful calls only): what a
+    read-only root filesystem would refuse outside the Pod's writable volumes."""
+    import re
+    out = []
+    for line in trace.read_text().splitlines():
+        call = re.search(r"\b(\w+)\((.*)\) = (-?\d+)", line)
+        if not call or call.group(3).startswith("-"):
+            continue
+        name, args = call.group(1), call.group(2)
+        path = re.findall(r'"([^"]*)"', args)
+        if path and (not name.startswith("open") or any(f in args for f in _WRITE_FLAGS)):
+            out.append(path[-1])
+    return out
+
+
+def run_signing_pod(world: World, pod: dict, keys: dict[str, Path], root: Path) -> None:
+    """Run each container of the reconciler's signing Pod (manifests/pod-sign.yaml.j2) in turn, as
+    the kubelet would: its own args and env, each volume a folder here, the password's
+    secretKeyRef resolved. The registry's CA reaches cosign only as the service CA volume through
+    the Pod's SSL_CERT_DIR (no SSL_CERT_FILE). Each runs under strace: it writes only under its
+    writable mounts, so its read-only root filesystem holds."""
+    import os
+    import shutil
+    import subprocess
+    if shutil.which("strace") is None:
+        S.missing("strace is not installed (it checks that the signing Pod writes only under its HOME)")
+    service_ca = root / "service-ca"
+    service_ca.mkdir(exist_ok=True)
+    (service_ca / "service-ca.crt").write_bytes((world.cert_dir / "ca.crt").read_bytes())
+    docker_config = root / "push-creds"
+    docker_config.mkdir(exist_ok=True)
+    (docker_config / "config.json").write_text("{}")
+    mounts = {"/etc/ocl/service-ca": str(service_ca), "/etc/ocl/final-image-push-creds": str(docker_config),
+              "/home/sign": str(root / "home")}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+        paths = dict(mounts)
+        for m in c["volumeMounts"]:
+            secret = (volumes[m["name"]].get("secret") or {}).get("secretName")
+            if secret in keys:
+                paths[m["mountPath"]] = str(keys[secret].parent)       # a folder holding cosign.key
+
+        def local(value: str, paths: dict = paths) -> str:
+            for inside, outside in sorted(paths.items(), key=lambda p: -len(p[0])):
+                value = value.replace(inside, outside)
+            return value
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        for e in c["env"]:
+            env[e["name"]] = S.KEY_PASSWORD if "valueFrom" in e else local(e["value"])
+        trace = root / f"{c['name']}.strace"
+        result = subprocess.run(["strace", "-f", "-qq", "-o", str(trace), "-e", f"trace={WRITES}",
+                                 str(world.cosign.binary), *map(local, c["args"])], env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        writable = [paths[m["mountPath"]] for m in c["volumeMounts"] if not m.get("readOnly")]
+        assert "cosign.key" in trace.read_text()                   # the trace saw cosign's own opens
+        assert all(any(path.startswith(w + "/") for w in writable) for path in written(trace)), \
+            f"cosign wrote outside its writable mounts {writable}: {written(trace)}"
+
+
+def test_the_reconcilers_signing_pod_signs_with_both_keys_that_both_policies_accept(world, tmp_path):
+    """The signing Pod as the reconciler renders it (imagebuild/signer.py), two keys (a rotation's
+    step 1): what it signs is allowed under the Component with the old key and with the new one."""
+    from reconcile.imagebuild import signer, signing
+    image = world.push("signed-by-the-pod")
+    pod = signer.render(name="ocl-sign-worker-x", namespace="ocl-reconciler", labels={}, annotations={}, owner={},
+                        image=image, keys=("old", "new"), signer_image=signing.DEFAULT_SIGNER_IMAGE,
+                        push_secret="push")
+    keys = {}
+    for name, key in (("old", world.key), ("new", world.other_key)):
+        (tmp_path / name).mkdir()
+        keys[name] = tmp_path / name / "cosign.key"
+        keys[name].write_bytes(key.read_bytes())
+    run_signing_pod(world, pod, keys, tmp_path)
+    assert sig_tag(image) in tags(world)
+    assert world.verdict(image).allowed and world.verdict(image, world.rotated).allowed

@@ -217,13 +217,27 @@ def build_storage(authorize, tmp_path):
         not [o for o in items if o["kind"] == "PersistentVolumeClaim"]
 
 
+def signing_off_under_policy(authorize, tmp_path):
+    """Signing turned off while a pool records a signed image and a ClusterImagePolicy covers our
+    repository (the LIST of ClusterImagePolicies): every pool is Blocked, naming the policy."""
+    image = f"{F.REPO}@sha256:" + "1" * 64
+    pool = F.pool(annotations={A.STATE: A.SUCCEEDED, A.IMAGE: image, A.SIGNED: f"{image}=sha256:" + "2" * 64})
+    policy = {"apiVersion": "config.openshift.io/v1", "kind": "ClusterImagePolicy",
+              "metadata": {"name": "ocl-reconciler-images"},
+              "spec": {"scopes": [F.REPO], "policy": {"rootOfTrust": {"policyType": "PublicKey"}}}}
+    code, items = run(F.cluster(pool, extra=[policy]), authorize, tmp_path)
+    a = F.the_pool(items)["metadata"]["annotations"]
+    return code == 2 and a[A.STATE] == A.BLOCKED and "ClusterImagePolicy ocl-reconciler-images requires" in a[A.MESSAGE]
+
+
 SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": cluster_proxy,
              "build-storage": build_storage,
              "global-pull-secret": global_pull_secret,
              "pruning": pruning,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "adoption-pod": adoption("custom-pod-builder"), "adoption-build": adoption("openshift-image-builder"),
-             "lease-takeover": lease_takeover, "waiting": waiting, "drift-and-conflict": drift_and_conflict}
+             "lease-takeover": lease_takeover, "waiting": waiting, "drift-and-conflict": drift_and_conflict,
+             "signing-off-under-policy": signing_off_under_policy}
 
 
 @pytest.fixture(autouse=True)

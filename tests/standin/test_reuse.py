@@ -294,3 +294,64 @@ def test_a_build_id_never_built_is_not_a_candidate():
     plan = lifecycle.act(gone, F.NOW, F.machineconfig(d.inputs.rendered_config))
     assert plan.message == f"building again: {F.REPO}@{DIGESTS[0]} is gone from the registry"
     assert [a.obj["kind"] for a in plan.actions if a.verb == "create"].count("ConfigMap") == 2
+
+
+# --- with signing on: reuse checks the signature (issue 41, docs/signing.md "Reuse and rollback") ---
+
+def signing_on(items, pem: bytes):
+    """Signing turned on with a key Secret whose cosign.pub is `pem`."""
+    from tests.unit.test_signing_plan import key_secret
+    items = copy.deepcopy(items) + [key_secret("cosign-key", pem)]
+    next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"][
+        "imageSigningKeySecretName"] = "cosign-key"
+    return items
+
+
+@pytest.mark.parametrize("case", ["ours", "unsigned", "other-key"])
+def test_a_live_rollback_with_signing_on_reuses_only_an_image_a_current_key_signed(live_cli, case):
+    """The registry has A's image with A's build-id label (which anyone who may push can write).
+    Signed with the current key: REUSE, recorded signed, no signing Pod. Unsigned, or signed with
+    another key: built again, and no signing Pod signs what was found."""
+    from reconcile.imagebuild import signing
+    from tests.support.fakeregistry import cosign_signature, key_pair
+    key, pem = key_pair()
+    other, _ = key_pair()
+    with serve(FakeRegistry, manifests=set()) as host:
+        items, id_a, image_a = a_then_b(live_cli, host, lambda build_id: FakeRegistry.push({BUILD_ID: build_id}))
+        digest = image_a.split("@")[1]
+        repo = image_a.split("@")[0]
+        if case != "unsigned":
+            FakeRegistry.sign(digest, cosign_signature(key if case == "ours" else other, digest, repo))
+        FakeRegistry.gets.clear()
+        code, after, err = live_cli.run(switch(signing_on(items, pem), "rendered-worker-1"))
+        gets = list(FakeRegistry.gets)
+    assert code == 0, err
+    a = F.the_pool(after)["metadata"]["annotations"]
+    pods = [o["metadata"]["name"] for o in F.owned(after, "worker") if o["kind"] == "Pod"]
+    sig_tag = f"/v2/ocl/os-image/manifests/sha256-{digest[7:]}.sig"
+    # the manifest and its config (the label), then the signature tag and, if any, its payload blob
+    assert gets[:3] == [f"/v2/ocl/os-image/manifests/{digest}", gets[1], sig_tag] and len(gets) == 3 + (case != "unsigned")
+    if case == "ours":
+        assert (a[A.STATE], a[A.IMAGE]) == (A.SUCCEEDED, image_a)
+        assert a[A.SIGNED] == f"{image_a}={signing.fingerprint(pem)}"
+        assert pods == []
+        return
+    why = {"unsigned": f"it has no cosign signature ({repo}:sha256-{digest[7:]}.sig)",
+           "other-key": "none of its 1 signature(s) verifies with cosign-key ("}[case]
+    assert a[A.STATE] == A.PENDING and A.SIGNED not in a and a[A.IMAGE] != image_a
+    assert a[A.MESSAGE].startswith(f"building again: {image_a} is not reused: {why}")
+    assert [p.split("-")[1] for p in pods] == ["build"]           # a build of A's id, no signing Pod
+    (obj,) = build_objects(after)
+    assert obj["metadata"]["labels"][BUILD_ID] == id_a
+
+
+def test_with_signing_off_a_rollback_reads_no_signature(live_cli):
+    """The signature is read only with signing on, and only for an image a reuse considers."""
+    with serve(FakeRegistry, manifests=set()) as host:
+        items, _, image_a = a_then_b(live_cli, host, lambda build_id: FakeRegistry.push({BUILD_ID: build_id}))
+        FakeRegistry.gets.clear()
+        code, after, err = live_cli.run(switch(items, "rendered-worker-1"))
+        gets = list(FakeRegistry.gets)
+    assert code == 0, err
+    assert F.the_pool(after)["metadata"]["annotations"][A.IMAGE] == image_a
+    assert len(gets) == 2 and not any(g.endswith(".sig") for g in gets)

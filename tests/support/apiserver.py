@@ -65,6 +65,8 @@ RESOURCES = [
              status=True),
     Resource("build.openshift.io", "v1", "builds", "Build", True, status=True),
     Resource("config.openshift.io", "v1", "proxies", "Proxy", False, status=True),
+    # served from OpenShift 4.20 (openshift/api config/v1 types_image_policy.go); signing off lists it
+    Resource("config.openshift.io", "v1", "clusterimagepolicies", "ClusterImagePolicy", False, status=True),
     Resource("operator.openshift.io", "v1", "machineconfigurations", "MachineConfiguration", False,
              status=True),
 ]

@@ -38,6 +38,8 @@ class FakeRegistry(BaseHTTPRequestHandler):
     gets: list = []
     #: digest -> (body, media type) of what `push` stored: manifests and config blobs
     stored: dict = {}
+    #: tag -> digest: cosign's signature tags (`sign`)
+    tags: dict = {}
 
     def log_message(self, *a):
         pass
@@ -92,6 +94,27 @@ class FakeRegistry(BaseHTTPRequestHandler):
         cls.manifests.add(digest)
         return digest
 
+    @classmethod
+    def sign(cls, digest: str, *signed: tuple[bytes, str]) -> str:
+        """Attach signatures as cosign 2.x does: a manifest tagged `sha256-<hex>.sig` (sigstore/cosign
+        pkg/oci/remote/remote.go, SignatureTag) with a layer per signature, its payload the layer's
+        blob, the signature its annotation. `signed`: (payload, base64 signature) pairs, each
+        stored as a blob (`cosign_signature` makes them); none: one layer with a made-up signature
+        (for pruning, which reads only the tag). The attachment's digest."""
+        layers = []
+        for payload, sig in signed or ((b"", "MEUCIQ=="),):
+            blob = "sha256:" + hashlib.sha256(payload).hexdigest() if payload else digest
+            if payload:
+                cls.stored[blob] = (payload, "application/vnd.dev.cosign.simplesigning.v1+json")
+            layers.append({"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": blob,
+                           "size": len(payload) or 1, "annotations": {"dev.cosignproject.cosign/signature": sig}})
+        body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST, "layers": layers}).encode()
+        sig = "sha256:" + hashlib.sha256(body).hexdigest()
+        cls.stored[sig] = (body, MANIFEST)
+        cls.manifests.add(sig)
+        cls.tags[digest.replace(":", "-") + ".sig"] = sig
+        return sig
+
     def _body(self, body: bytes, media: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", media)
@@ -110,6 +133,8 @@ class FakeRegistry(BaseHTTPRequestHandler):
             self.send_response(200)
         elif "/manifests/" in self.path and last in cls.manifests:
             return self._body(*cls.stored.get(last, (self.manifest(self.config(None)), MANIFEST)))
+        elif "/manifests/" in self.path and cls.tags.get(last) in cls.manifests:
+            return self._body(*cls.stored[cls.tags[last]])
         elif "/blobs/" in self.path and last in cls.stored:
             return self._body(*cls.stored[last])
         else:
@@ -147,12 +172,39 @@ class BearerRegistry(FakeRegistry):
         return False
 
 
+def key_pair():
+    """A cosign-like key pair made here: an ECDSA P-256 private key (`cosign generate-key-pair`'s
+    kind, sigstore/cosign pkg/cosign/keys.go) and its PEM `PUBLIC KEY` (what cosign.pub holds)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key, key.public_key().public_bytes(serialization.Encoding.PEM,
+                                              serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def cosign_signature(key, digest: str, reference: str) -> tuple[bytes, str]:
+    """A signature of an image as cosign 2.x makes it, with an EC private key of `cryptography`:
+    the simple-signing payload (sigstore/sigstore pkg/signature/payload/payload.go,
+    `SimpleContainerImage`: critical.identity.docker-reference, critical.image.docker-manifest-digest,
+    critical.type; `optional` null without annotations, as containers/image's
+    signature/internal/sigstore_payload.go notes cosign writes it) and its ECDSA SHA-256 signature,
+    base64 (the `dev.cosignproject.cosign/signature` annotation). tests/realtools/test_signature_check.py
+    checks the same verifier against real cosign's signatures."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    payload = json.dumps({"critical": {"identity": {"docker-reference": reference},
+                                       "image": {"docker-manifest-digest": digest},
+                                       "type": "cosign container image signature"},
+                          "optional": None}, separators=(",", ":")).encode()
+    return payload, base64.b64encode(key.sign(payload, ec.ECDSA(hashes.SHA256()))).decode()
+
+
 @contextlib.contextmanager
 def serve(handler: type[FakeRegistry], manifests: set | None = None) -> Iterator[str]:
     """Start `handler` on 127.0.0.1 (fresh records); yields its host:port; stops it after."""
     handler.manifests = set(DIGESTS if manifests is None else manifests)
     handler.deleted, handler.heads, handler.gets, handler.deletion = [], [], [], True
-    handler.stored = {}
+    handler.stored, handler.tags = {}, {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -160,15 +160,15 @@ def measure(kind: str, live: str, binary: Path) -> Row:
                       and e["metadata"]["name"] not in started])
         mcs = {o["metadata"]["name"]: o for o in items if o["kind"] == "MachineConfig"}
         pairs = [(mcs[u.from_config], mcs[u.to_config]) for u in counter]
-        said = verdicts(binary, pairs, policies, Path(tmp))
+        given = verdicts(binary, pairs, policies, Path(tmp))
     nodes = len({u.node for u in counter}) or 1
-    reboots = sum(1 for v in said if v["reboot"])
-    quiet = [v for v in said if not v["reboot"]]
-    return Row(builds, len(counter) // nodes, reboots // nodes, _said(quiet[0]["actions"]) if quiet else "",
+    reboots = sum(1 for v in given if v["reboot"])
+    quiet = [v for v in given if not v["reboot"]]
+    return Row(builds, len(counter) // nodes, reboots // nodes, said(quiet[0]["actions"]) if quiet else "",
                sum(1 for v in quiet if v["drain"]) // nodes)
 
 
-def _said(actions: list[dict[str, Any]]) -> str:
+def said(actions: list[dict[str, Any]]) -> str:
     out = []
     for a in actions:
         service = (a.get("reload") or a.get("restart") or {}).get("serviceName")
@@ -201,9 +201,9 @@ def mco_layering(kind: str, binary: Path) -> Row:
     if rebuild:                           # the node boots the new image: an osImageURL change
         moved["spec"]["osImageURL"] = "registry.example.com/mco/os@sha256:" + "c" * 64
     with tempfile.TemporaryDirectory() as tmp:
-        (said,) = verdicts(binary, [(old, moved)], ndp.merged(files=entries), Path(tmp))
-    return Row(int(rebuild), 1, int(said["reboot"]), "" if said["reboot"] else _said(said["actions"]),
-               int(said["drain"] and not said["reboot"]))
+        (verdict,) = verdicts(binary, [(old, moved)], ndp.merged(files=entries), Path(tmp))
+    return Row(int(rebuild), 1, int(verdict["reboot"]), "" if verdict["reboot"] else said(verdict["actions"]),
+               int(verdict["drain"] and not verdict["reboot"]))
 
 
 def table(binary: Path) -> list[tuple[str, Row, Row, Row]]:

@@ -21,8 +21,10 @@ means `node.Controller.Run` never starts):
 The harness runs with a nil images inspector factory (no image is inspected), hard-coded feature
 gates of the Default set (OSStreams on, ImageModeStatusReporting off: the node controller counts
 updated machines from the Nodes' annotations, `GetMachinesByState`), no leader election and an
-update delay of 200 ms instead of 5 s. The render controller waits its fixed 5 s
-(`renderDelay`) after a MachineConfig changes: `settle` budgets for it.
+update delay of 200 ms instead of 5 s, and its render controller's fixed `renderDelay` is 500 ms
+instead of 5 s (tests/tools/mco/render/zz_ocl_render_delay.go). `settle` knows when both controllers
+are done from their work queues (`GET /queues`, tests/tools/mco/cmd/ocl-mco-harness/queues.go)
+instead of waiting out a quiet period longer than their delays.
 """
 
 from __future__ import annotations
@@ -31,16 +33,18 @@ import copy
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from reconcile.contract import yamlio
 from tests.support import factory as F
 from tests.support import mconode as N
 
@@ -53,9 +57,6 @@ DESIRED, CURRENT, STATE, REASON = (f"{MCO}/desiredConfig", f"{MCO}/currentConfig
                                    f"{MCO}/reason")
 RELEASE_IMAGE_VERSION = f"{MCO}/release-image-version"    # ctrlcommon.ReleaseImageVersionAnnotationKey
 KUBELET_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
-#: render_controller.go's renderDelay upstream; the harness is built with a shorter one
-#: (tests/tools/mco/render/zz_ocl_render_delay.go), which settle reads from `ocl-mco-harness version`
-RENDER_DELAY = 5.0
 #: the CRDs the two controllers' informers list (by metadata.name), beyond those realserver serves
 CRDS = ("controllerconfigs.machineconfiguration.openshift.io",
         "machineconfignodes.machineconfiguration.openshift.io",
@@ -132,18 +133,29 @@ def default_policies(binary: Path) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+def _header(path: Path) -> dict[str, Any]:
+    """A manifest's metadata only: the text before `spec:` (a CRD's metadata comes first), so that of
+    the vendored openshift/api's 167 manifests (8 MB) only the few of `CRDS` are parsed whole."""
+    head = []
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("spec:"):
+                break
+            head.append(line)
+    return yamlio.load("".join(head)).get("metadata") or {}
+
+
 def crds(src: Path) -> list[dict[str, Any]]:
     """`CRDS` as the Default feature set of a self-managed cluster installs them: each manifest of
     the vendored openshift/api included for that profile whose feature-set annotation is absent or
     lists Default."""
     found: dict[str, dict[str, Any]] = {}
     for path in sorted((src / "vendor/github.com/openshift/api").glob("*/*/zz_generated.crd-manifests/*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        md = doc.get("metadata") or {}
+        md = _header(path)
         ann = md.get("annotations") or {}
         sets = [s.strip() for s in str(ann.get(FEATURE_SET, "Default")).split(",")]
         if md.get("name") in CRDS and ann.get(PROFILE) == "true" and "Default" in sets:
-            found.setdefault(md["name"], doc)
+            found.setdefault(md["name"], yamlio.load(path.read_text()))
     missing = sorted(set(CRDS) - set(found))
     if missing:
         raise RuntimeError(f"no Default manifest of {missing} in {src}")
@@ -235,6 +247,7 @@ class Controllers:
         self.installed, self.root, self.feature_set = installed, root, feature_set
         self.log = root / f"ocl-mco-harness-{feature_set}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.queues = ""
 
     def start(self, timeout: float = 60) -> Controllers:
         kubeconfig = self.installed.api.kubeconfig(self.root / "mco.kubeconfig")
@@ -250,10 +263,18 @@ class Controllers:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the MCO's controllers did not start within {timeout} s: {self.tail()}")
                 time.sleep(0.1)
+            self.queues = re.search(r"queues on (http://127\.0\.0\.1:\d+/queues)", self.text()).group(1)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def idle(self) -> bool:
+        """Both controllers' work queues are idle: nothing waits, nothing is synced, and no delayed
+        add (the render delay, the update delay) is still pending (`GET /queues`, the harness's
+        queues.go, counted by client-go's workqueue metrics)."""
+        with urllib.request.urlopen(self.queues, timeout=5) as answer:
+            return bool(json.load(answer)["idle"])
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -464,33 +485,35 @@ class Unsettled(AssertionError):
     """The controllers and the played daemon kept changing things."""
 
 
-def settle(api: Any, daemon: Daemon, moves: Moves | None = None, timeout: float = 90,
-           quiet: float = 1.0, alive: Any = lambda: True) -> Moves:
-    """Let the real controllers and the played daemon run until nothing changes: no node pending, no
-    change for `quiet` seconds, every pool's generation observed by the node controller, and at least
-    the render delay since this call or since a source MachineConfig last changed (the render
-    controller syncs a pool `RENDER_DELAY` after any event of its pools or MachineConfigs: a caller
-    may have changed one just before). Returns the moves."""
+#: how long the cluster stays unchanged, with the controllers' queues idle, before settle returns; also
+#: the least time after the call, so that the controllers' informers have seen what the caller wrote
+#: (the render delay starts only then)
+QUIET = 0.5
+
+
+def settle(api: Any, daemon: Daemon, controllers: Controllers, moves: Moves | None = None,
+           timeout: float = 90, quiet: float = QUIET) -> Moves:
+    """Let the real controllers and the played daemon run until they are done: no node pending, no
+    change for `quiet` seconds (nor since this call: a caller may have changed a MachineConfig just
+    before), every pool's generation observed by the node controller, and both controllers' work
+    queues idle (`Controllers.idle`: nothing queued or synced and no render or update delay still
+    running). Returns the moves."""
     moves = moves if moves is not None else Moves()
-    render_delay = float(daemon.installed.versions.get("renderDelay", RENDER_DELAY))
     deadline = time.monotonic() + timeout
-    state, sources = _fingerprint(api)
-    changed = sources_changed = time.monotonic()
+    state = _fingerprint(api)
+    changed = time.monotonic()
     while time.monotonic() < deadline:
-        if not alive():
+        if controllers.proc is None or controllers.proc.poll() is not None:
             raise Unsettled("the MCO's controllers exited")
         daemon.boot()
         if daemon.step(moves):
             changed = time.monotonic()
-        now_state, now_sources = _fingerprint(api)
-        now = time.monotonic()
-        if now_sources != sources:
-            sources, sources_changed = now_sources, now
+        now_state, now = _fingerprint(api), time.monotonic()
         if now_state != state:
             state, changed = now_state, now
-        if now - changed >= quiet and now - sources_changed >= render_delay + quiet and observed(api):
+        if now - changed >= quiet and controllers.idle() and observed(api):
             return moves
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
 
 
@@ -517,7 +540,6 @@ class Cluster:
 
     def settle(self, moves: Moves | None = None, timeout: float = 90) -> Moves:
         try:
-            return settle(self.daemon.api, self.daemon, moves, timeout,
-                          alive=lambda: self.controllers.proc is not None and self.controllers.proc.poll() is None)
+            return settle(self.daemon.api, self.daemon, self.controllers, moves, timeout)
         except Unsettled as err:
             raise Unsettled(f"{err}; the controllers' log: {self.controllers.tail()}") from None

@@ -22,6 +22,8 @@ class Action:
     images: tuple[str, ...] = ()
     #: a "prune": images dropped from the history without a delete (not in our repository)
     forget: tuple[str, ...] = ()
+    #: a "prune" with signing on: each deleted image's cosign signature tag goes too
+    signatures: bool = False
 
     @property
     def ref(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import carryforward, desired, events, images, rollout, storage
+from reconcile.core import carryforward, desired, events, images, rollout, signing, storage
 from reconcile.core.actions import Action, WarningNote
 from reconcile.core.actions.step import (
     Step,
@@ -195,6 +195,39 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     s.record(A.PENDING, message)
     # after the record, so that a run killed in between tells the same story on the next run
     s.delete(d.stale + ((d.build_obj,) if retry and d.build_obj is not None else ()))
+
+
+def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The image is not signed with every current key yet: the signing Pod is made, or followed.
+    A new image (a build's, a reuse's) is not recorded until it is signed: the pool says Building,
+    or Failed with the signer's reason; an image in use keeps its record and our MachineConfig."""
+    d, g = s.d, s.d.signing
+    keys = ", ".join(f"{k.secret} ({k.fingerprint[:19]})" for k in d.settings.signing_keys)
+    if g.pod is None:
+        s.plan.actions.append(Action("create", dict(g.want or {})))
+    # older signing Pods (another key set), one of this name that runs something else, and older
+    # builds go; this build's objects stay (the build's digest is read from it again)
+    s.delete(d.stale + tuple(o for o in d.current if o.get("kind") == "Pod" and objects.name(o).startswith(
+        "ocl-sign-") and (objects.name(o) != g.pod_name or g.impostor)))
+    failed = g.status is not None and g.status.state == A.FAILED
+    said = g.status.message if g.status is not None and g.status.message else ""
+    if g.impostor:
+        said = (f"Pod {g.pod_name} is not the signing Pod this run makes (another image, command or "
+                "volumes): deleted, its status ignored; the next run makes ours")
+    if g.then in signing.FRESH:
+        what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
+        if failed:
+            return s.record(A.FAILED, f"{what} {g.image}, not recorded: {said} "
+                                      "(docs/signing.md, \"Troubleshooting\")")
+        return s.record(A.BUILDING, "; ".join(m for m in (f"{what} {g.image}; signing it with {keys}: Pod "
+                                                           f"{g.pod_name}", said) if m))
+    if failed:
+        s.record(A.FAILED, f"image {g.image} in use is not signed with {keys}: {said} (docs/signing.md, "
+                           "\"Troubleshooting\")", **{A.IMAGE: s.ann.get(A.IMAGE)})
+        return
+    message = "; ".join(m for m in (f"signing {g.image}, in use, with {keys}: Pod {g.pod_name}", said) if m)
+    patch_annotations(s.plan, d.pool, A.changes(s.ann, {A.MESSAGE: A.one_line(message)}))
+    s.plan.state_after, s.plan.message = s.ann.get(A.STATE), message
 
 
 def not_reused(lookup: images.Lookup | None) -> str:

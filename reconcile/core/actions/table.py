@@ -16,7 +16,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, storage
+from reconcile.core import desired, patches, signing, storage
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions.buildrows import (
     built,
@@ -25,12 +25,13 @@ from reconcile.core.actions.buildrows import (
     live,
     progress,
     reuse,
+    sign,
     start,
     stay_failed,
     succeed,
 )
 from reconcile.core.actions.poolrows import mco_label, opt_out, pool_gone
-from reconcile.core.actions.step import Step, forget, pool_patch, record_blocked
+from reconcile.core.actions.step import Step, extend_pool_patch, forget, pool_patch, record_blocked
 from reconcile.core.decision import MISSING, Decision, decide_cluster
 from reconcile.core.rollout.gate import gate
 from reconcile.core.transitions import Transition
@@ -42,7 +43,7 @@ ACTIONS: dict[Transition, Callable[[Step, Mapping[str, Any] | None, desired.Mate
     Transition.PROGRESS: progress,
     Transition.SUCCEED: succeed, Transition.FAIL: progress, Transition.STAY_FAILED: stay_failed,
     Transition.GIVE_UP: give_up, Transition.BUILT: built, Transition.EQUIVALENT: equivalent,
-    Transition.LIVE: live,
+    Transition.LIVE: live, Transition.SIGN: sign,
     Transition.OPT_OUT: opt_out,
     Transition.POOL_GONE: pool_gone,
     Transition.BLOCKED: lambda s, mc, material: record_blocked(s, s.d.problem),
@@ -72,12 +73,23 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
         if told and d.settings.persistent_storage:    # what its build got, if a kill lost the record
             step.base[A.BUILD_STORAGE] = told
     ACTIONS[d.transition](step, machineconfig, material)
+    if d.transition in signing.RECORDS and d.settings is not None:
+        _record_signed(step)
     if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
         forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
     if d.settings is not None and d.inputs is not None and d.pool is not None:
         _settle_storage(step)
     gate(step)                          # after every other write of the pool: core/rollout/hold.py
     return step.plan
+
+
+def _record_signed(step: Step) -> None:
+    """The image's signature record, in the pool's one patch with the image it is about (crash safe:
+    both or neither); without signing, an earlier record goes."""
+    after = pool_patch(step.plan, step.d.pool)[1]
+    change = A.changes(objects.annotations(after), {A.SIGNED: step.d.signed})
+    if change:
+        extend_pool_patch(step.plan, step.d.pool, patches.annotation_ops(after, change))
 
 
 def _settle_storage(step: Step) -> None:

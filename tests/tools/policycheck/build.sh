@@ -22,6 +22,6 @@ start=$(date +%s)
 echo "building policycheck against $module $version (one time, about 2 minutes on 2 cores)..." >&2
 go build -buildvcs=false -trimpath -tags containers_image_openpgp -o "$bin.tmp" .
 mv "$bin.tmp" "$bin"                      # atomic: a killed build leaves no half binary behind
-find "$(dirname "$bin")" -maxdepth 1 -name 'policycheck-*' ! -name "$(basename "$bin")" -delete   # earlier versions
+find "$(dirname "$bin")" -mindepth 1 -maxdepth 1 -name 'policycheck-*' ! -name "$(basename "$bin")" -delete   # earlier versions
 echo "built in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -74,10 +75,11 @@ Commands:
       list. Prints JSON: {"rule", "reboot", "actions" | "legacyActions", "drain", "diff",
       "files", "units", "unreconcilable"}. The daemon's force file is never consulted.
 
-  policies
-      Prints the MCO's built-in node disruption policies as the operator writes them into
-      MachineConfiguration "cluster" status.nodeDisruptionPolicyStatus.clusterPolicies for an
-      empty spec (apihelpers.MergeClusterPolicies).
+  policies [--spec FILE]
+      Prints the node disruption policies as the operator writes them into MachineConfiguration
+      "cluster" status.nodeDisruptionPolicyStatus.clusterPolicies (apihelpers.MergeClusterPolicies):
+      the MCO's built-in ones merged with the spec.nodeDisruptionPolicy in FILE (JSON or YAML
+      NodeDisruptionPolicyConfig; none: an empty spec).
 
   version
       Prints {"hash": pkg/version.Hash, "raw": pkg/version.Raw, "renderDelay": seconds} as this binary
@@ -104,7 +106,7 @@ func main() {
 		err = json.NewEncoder(os.Stdout).Encode(map[string]string{"hash": version.Hash, "raw": version.Raw,
 			"renderDelay": fmt.Sprintf("%g", render.OclRenderDelay().Seconds())})
 	case "policies":
-		err = json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(opv1.NodeDisruptionPolicyConfig{}))
+		err = policiesCmd(os.Args[2:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -170,6 +172,7 @@ func runCmd(args []string) error {
 	delay := fs.Duration("update-delay", 200*time.Millisecond, "the node controller's update delay (the MCO's: 5s)")
 	featureSet := fs.String("feature-set", "Default", "the feature set whose gates are hard-coded")
 	workers := fs.Int("workers", 2, "workers per controller (start.go: 2)")
+	statusAddr := fs.String("status-addr", "127.0.0.1:0", "where GET /queues says whether both controllers' queues are idle (queues.go)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	verbosity := fs.String("v", "2", "klog verbosity")
@@ -186,6 +189,16 @@ func runCmd(args []string) error {
 		return err
 	}
 	klog.Infof("ocl-mco-harness: MCO %s (%s), feature set %s", version.Raw, version.Hash, *featureSet)
+
+	// before the controllers make their queues: SetProvider holds only for queues made after it
+	status := newQueues(map[string]time.Duration{
+		"machineconfigcontroller-rendercontroller": render.OclRenderDelay(),
+		"machineconfigcontroller-nodecontroller":   *delay,
+	})
+	workqueue.SetProvider(status)
+	if err := status.serve(*statusAddr); err != nil {
+		return fmt.Errorf("--status-addr: %w", err)
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -263,6 +276,21 @@ func runCmd(args []string) error {
 	time.Sleep(100 * time.Millisecond) // the controllers' deferred queue shutdowns
 	klog.Flush()
 	return nil
+}
+
+func policiesCmd(args []string) error {
+	fs := flag.NewFlagSet("policies", flag.ContinueOnError)
+	specPath := fs.String("spec", "", "an administrator's spec.nodeDisruptionPolicy (file)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var spec opv1.NodeDisruptionPolicyConfig
+	if *specPath != "" {
+		if err := readObject(*specPath, &spec); err != nil {
+			return err
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(apihelpers.MergeClusterPolicies(spec))
 }
 
 func readObject(path string, into any) error {
