@@ -107,9 +107,13 @@ class World(threading.Thread):
                 self.clock.desired.append((time.monotonic(), node["metadata"]["name"], desired))
 
 
+#: upstream's render delay (openshift/machine-config-operator pkg/controller/render/render_controller.go
+#: `renderDelay`, 5 s): how long the played render controller waits after a MachineConfig changed
+RENDER_DELAY = 5.0
+
+
 def mcorender_delay() -> float:
-    from tests.support import mcoreal
-    return mcoreal.RENDER_DELAY
+    return RENDER_DELAY
 
 
 def fingerprint(api) -> str:
@@ -119,13 +123,15 @@ def fingerprint(api) -> str:
 
 
 def quiet(api, world: World, seconds: float, timeout: float = 180) -> None:
-    """Until nothing changed for `seconds` (the MCO's render delay included)."""
+    """Until nothing changed for `seconds` (the MCO's render delay included) and, with the real
+    controllers, their work queues are idle (mcoreal `Controllers.idle`)."""
+    idle = world.real.controllers.idle if world.real is not None else (lambda: True)
     deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
     while time.monotonic() < deadline:
         now = fingerprint(api)
         if now != last:
             last, since = now, time.monotonic()
-        elif time.monotonic() - since >= seconds:
+        elif time.monotonic() - since >= seconds and idle():
             return
         time.sleep(0.25)
     raise RuntimeError("the cluster kept changing")
