@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench bench-build bench-live lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo test lint bench bench-build bench-live bench-one-run lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -51,6 +51,11 @@ demo: install
 	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered2.yaml --write-snapshot $(DEMO)/run7.yaml
 	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run7.yaml
 	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run7.yaml && echo 'no differences: nothing is built again'
+	@echo; echo '### 9. the same in one run: run --wait follows its changes (examples/follow.py plays the kubelet and the MCO'"'"'s'
+	@echo '    render as it waits) from step 8'"'"'s snapshot: infra'"'"'s MachineConfig, then worker'"'"'s in the same run, the renders'
+	@echo '    followed, both pools released: one run where step 8 took three'
+	$(PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
+	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/followed.yaml
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
@@ -135,3 +140,9 @@ clean:
 # 8 minutes on 2 cores); ARGS=--imitations on the render and node imitations (about 3 minutes).
 bench-live: install realapi mco
 	$(PY) bench/live_changes.py $(ARGS)
+
+# A change reaches its nodes in one run (issue 40; bench/one_run.py, docs/rollout.md section 3b): runs and
+# seconds from a change to the first node's new desiredConfig, with and without run --wait, on the real
+# kube-apiserver; the MCO's real controllers where `make mco` built them (else its imitations, said).
+bench-one-run: install realapi
+	$(PY) bench/one_run.py $(ARGS)

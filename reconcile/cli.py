@@ -43,12 +43,16 @@ examples:
 #: per command: (description, exit codes) shown by `COMMAND --help`
 COMMAND_HELP = {
     "run": ("One reconcile pass: plan every opted-in pool and carry the plan out (API writes, Events, "
-            "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr.",
+            "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr. "
+            "With --wait, it then follows its changes from watch events until nothing is waited for "
+            "(a build, the render of its MachineConfig, the gate's release; never the nodes), the "
+            "deadline, Ctrl-C, or a Lease it cannot renew; every pass is recorded as it goes.",
             "exit codes: 0 every pool reconciled (a failed build is a recorded outcome; an image the "
             "registry will not delete is a warning, kept for the next run); 2 a pool is Blocked (or "
             "carries the MCO's layering label) or a write failed; 3 the cluster "
             "or snapshot cannot be read, or the Lease cannot be taken (a read that fails after some pools "
-            "were carried out ends the run there, after its summary and metrics)"),
+            "were carried out ends the run there, after its summary and metrics; with --wait also a watch "
+            "refused); the wait's deadline is not an error"),
     "diff": ("Show what `run` would change, as kubectl diff does, with no writes: a unified YAML diff per "
              "object (secret values masked), registry deletes, then a summary line. KUBECTL_EXTERNAL_DIFF "
              "names a program to compare the live and desired trees instead; its exit status is ours. "
@@ -140,6 +144,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="write Prometheus metrics of the run to FILE (node-exporter textfile format)")
     run.add_argument("--pushgateway", metavar="URL",
                      help="push Prometheus metrics of the run to this Pushgateway")
+    run.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                     help="after the pass, follow its changes for at most SECONDS (watch events): record "
+                          "each build as it ends, write its MachineConfig, release the pool once the MCO "
+                          "rendered it; never the nodes. The settings key waitDeadline can shorten it. "
+                          "--timeout still bounds each pass's requests (default: %(default)s, no wait)")
     diff = command("diff", "show what run would change; no writes", [source, select, namespaced])
     diff.add_argument("--keep-images", type=int, default=KEEP_IMAGES, metavar="N",
                       help="show which images run would delete from the registry (as for run)")
@@ -198,7 +207,7 @@ def _planner(cluster, args, now: datetime):
     from reconcile.cluster import observe
     from reconcile.cluster.planner import Planner, RegistryAccess
     ca = _registry_ca(args)                                                     # before reading anything
-    with _reading():
+    with _reading(), getattr(cluster, "keep", contextlib.nullcontext)():     # a waiting run keeps the read
         seen = observe.observe(cluster, args.namespace)
     # a snapshot is a simulation: reuse and pruning never ask a registry
     access = None if args.snapshot else RegistryAccess(getattr(cluster, "deadline", None), ca)
@@ -254,8 +263,12 @@ def cmd_run(args, now: datetime) -> int:
     if held is None:
         logging.getLogger("reconcile").info("run skipped: another run holds the Lease")
         return EXIT_OK
-    with lease.releasing(cluster, held):
-        seen, result, strays = _reconcile(cluster, args, now)
+    keeper = lease.Keeper(cluster, held, time.monotonic()) if args.wait > 0 else None
+    with lease.releasing(cluster, held, keeper):
+        if keeper is None:
+            seen, result, strays = _reconcile(cluster, args, now)
+        else:
+            seen, result, strays = _follow(cluster, args, keeper, started)
     seconds = time.monotonic() - started
     logging.getLogger("reconcile").info("%s", result.summary(getattr(cluster, "requests", None), seconds,
                                                              getattr(cluster, "bytes_read", None)))
@@ -284,6 +297,33 @@ def _reconcile(cluster, args, now: datetime):
     with _reading():
         result = apply.run_pass(cluster, planner, now)
     return seen, result, notices.after_run(cluster, seen, result, now)
+
+
+def _follow(cluster, args, keeper, started: float):
+    """run --wait: the pass, then its changes followed (cluster/follow.py); what it still waited for
+    at the end is said, and the metrics pushed as it goes: (observed, result, strays)."""
+    import logging
+    import time
+
+    from reconcile.cluster import follow
+    from reconcile.output.waiting import Shower
+    terminal = sys.stderr if sys.stderr.isatty() and args.log_format == "text" else None
+    first = [True]
+
+    def one_pass(on, when: datetime) -> follow.Pass:
+        if not first[0] and hasattr(cluster, "deadline"):
+            cluster.deadline = time.monotonic() + args.timeout     # --timeout bounds each pass's requests
+        first[0] = False
+        seen, result, strays = _reconcile(on, args, when)
+        return follow.Pass(seen, result, strays)
+
+    def report(done: follow.Pass) -> None:
+        _metrics(cluster, args, done.seen, done.result, time.monotonic() - started, done.strays, _now())
+
+    done, ended = follow.follow(cluster, one_pass, args.wait, namespace=args.namespace, keeper=keeper,
+                                shower=Shower(terminal), report=report, now=_now)
+    logging.getLogger("reconcile").info("%s", follow.said(ended))
+    return done.seen, done.result, done.strays
 
 
 def _metrics(cluster, args, seen, result, seconds: float, strays: int, now: datetime) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -84,6 +84,27 @@ class RunResult:
     @property
     def failed(self) -> bool:
         return bool(self.unread) or any(o.error or o.plan.blocked for o in self.outcomes)
+
+    @property
+    def wrote(self) -> int:
+        """Writes the server accepted in this result (registry deletes included)."""
+        return sum(sum(o.done.values()) + o.images_deleted for o in self.outcomes)
+
+    def then(self, later: RunResult) -> RunResult:
+        """This pass followed by a later one of the same run (cluster/follow.py): each pool as the
+        later pass left it, what both did counted once each."""
+        earlier = {o.plan.pool: o for o in self.outcomes}
+        merged = []
+        for o in later.outcomes:
+            before = earlier.pop(o.plan.pool, None)
+            if before is not None:
+                verbs = {*before.done, *o.done}
+                o = replace(o, done={v: before.done.get(v, 0) + o.done.get(v, 0) for v in verbs},
+                            events_lost=before.events_lost + o.events_lost,
+                            images_deleted=before.images_deleted + o.images_deleted,
+                            registry_failures=before.registry_failures + o.registry_failures)
+            merged.append(o)
+        return RunResult(list(earlier.values()) + merged, later.unread)
 
     def summary(self, requests: int | None, seconds: float, bytes_read: int | None = None) -> str:
         """One line closing every run: pools by state, writes by verb, requests (and what they

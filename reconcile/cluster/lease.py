@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,13 +62,13 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
                      "acquireTime": _micro(naive), "renewTime": _micro(naive)}}
     try:
-        return cluster.create(body)
+        return _made(cluster.create(body), body)
     except AlreadyExists:
         pass
     live = cluster.get("Lease", namespace, NAME)
     if live is None:                                      # released in between: try once more
         try:
-            return cluster.create(body)
+            return _made(cluster.create(body), body)
         except AlreadyExists:
             return None
     if _held_by(live, holder):                               # our create went through, its answer not
@@ -92,8 +93,67 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
         return again if again is not None and _held_by(again, holder) else None
 
 
+def _made(echo: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The Lease as created: what we sent, with the metadata the server answered (a live create
+    answers metadata only), so that a renewal sends it back whole."""
+    return dict(body, metadata=dict(body["metadata"], **(echo.get("metadata") or {})))
+
+
 def _held_by(lease: dict[str, Any], holder: str) -> bool:
     return (lease.get("spec") or {}).get("holderIdentity") == holder
+
+
+def seconds_of(lease: dict[str, Any]) -> int:
+    return int((lease.get("spec") or {}).get("leaseDurationSeconds") or 0)
+
+
+def renew(cluster: Cluster, lease: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+    """A waiting run's renewal (cluster/follow.py): `renewTime` moved to now by a compare-and-swap
+    on the Lease as we hold it. None when it is not ours any more (taken over, or deleted): the
+    run then stops writing. Other errors are the caller's (it cannot tell: it stops too)."""
+    spec = dict(lease.get("spec") or {}, renewTime=_micro(now.replace(tzinfo=None)))
+    try:
+        return cluster.replace(dict(lease, spec=spec))
+    except (Conflict, NotFound):
+        return None
+
+
+@dataclass
+class Keeper:
+    """The Lease of a run that waits (cluster/follow.py): renewed every third of its duration, so
+    that it stays live however long the wait (its duration stays --timeout + 60 s: a killed run
+    still frees it that soon). Once a renewal fails, `lost`: the run writes nothing more and does
+    not release it (another run may hold it now)."""
+    cluster: Cluster
+    held: dict[str, Any]
+    last: float                 # the clock (monotonic) of the last renewal
+    lost: bool = False
+
+    @property
+    def every(self) -> float:
+        return max(1.0, seconds_of(self.held) / 3)
+
+    def keep(self, clock: float, now: datetime) -> bool:
+        """Still ours (renewed when due)?"""
+        if self.lost:
+            return False
+        if clock - self.last < self.every:
+            return True
+        try:
+            fresh = renew(self.cluster, self.held, now)
+        except ClusterError as err:
+            log.error("cannot renew Lease %s/%s: %s; writing nothing more",
+                      objects.namespace(self.held), NAME, err)
+            fresh = None
+        else:
+            if fresh is None:
+                log.error("Lease %s/%s is not ours any more: writing nothing more",
+                          objects.namespace(self.held), NAME)
+        if fresh is None:
+            self.lost = True
+            return False
+        self.held, self.last = fresh, clock
+        return True
 
 
 def release(cluster: Cluster, lease: dict[str, Any]) -> None:
@@ -104,13 +164,15 @@ def release(cluster: Cluster, lease: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def releasing(cluster: Cluster, lease: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def releasing(cluster: Cluster, lease: dict[str, Any],
+              keeper: Keeper | None = None) -> Iterator[dict[str, Any]]:
     """Hold the Lease taken for the block, and release it after (a failure to release is a
-    warning: the Lease expires)."""
+    warning: the Lease expires). With `keeper`, the Lease as last renewed, and none once lost."""
     try:
         yield lease
     finally:
-        try:
-            release(cluster, lease)
-        except ClusterError as err:
-            log.warning("could not release the Lease: %s", err)
+        if keeper is None or not keeper.lost:
+            try:
+                release(cluster, keeper.held if keeper else lease)
+            except ClusterError as err:
+                log.warning("could not release the Lease: %s", err)

@@ -73,6 +73,8 @@ class LiveCluster:
         self.clock = clock
         self.requests = 0
         self.bytes_read = 0
+        #: the resourceVersion of the last LIST: where a watch of what it read starts (cluster/watch.py)
+        self.last_resource_version = ""
         self.outcomes: Counter[tuple[str, str]] = Counter()   # (verb, outcome) for metrics
 
     # transport --------------------------------------------------------------------------------
@@ -161,9 +163,39 @@ class LiveCluster:
                     item.setdefault("apiVersion", api_version)
                     item.setdefault("kind", kind)
                 items.append(item)
+            if not token:               # every page is of the first page's resourceVersion
+                self.last_resource_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+    def watch_lines(self, stream: Any, version: str, seconds: int) -> Any:
+        """One watch request (`?watch=true` from `version`, the server ending it after `seconds`),
+        its lines as they come, through the client's `iter_resp_lines`. Counted as one request;
+        an error status raises the ClusterError it is (410 Gone: the version is too old)."""
+        from kubernetes.watch.watch import iter_resp_lines
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(seconds))]
+        if version:
+            query.append(("resourceVersion", version))
+        if stream.selector:
+            query.append(("labelSelector", objects.selector_string(dict(stream.selector))))
+        headers = {"Accept": METADATA_ECHO if stream.metadata_only else "application/json",
+                   "User-Agent": "ocl-reconciler"}
+        _, url, headers, _, _ = self.api.param_serialize(
+            "GET", path_of(stream.kind, stream.namespace or ""), query_params=query, header_params=headers,
+            auth_settings=["BearerToken"])
+        self.requests += 1
+        resp = self.api.rest_client.request("GET", url, headers=headers,
+                                            _request_timeout=(10.0, seconds + 30.0))
+        self.outcomes[("watch", str(resp.status))] += 1
+        if not 200 <= resp.status < 300:
+            raise _error(resp.status, resp.read(), "GET", path_of(stream.kind, stream.namespace or ""))
+        return iter_resp_lines(resp.response)
+
+    def watcher(self, streams: list[Any]) -> Any:
+        """Watch these streams until closed (cluster/watch.py)."""
+        from reconcile.cluster import watch
+        return watch.LiveWatcher(self, streams)
 
     def serves(self, api_version: str, plural: str) -> bool:
         """Discovery of one group version: does the server serve this resource?"""

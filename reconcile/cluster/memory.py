@@ -1,6 +1,8 @@
 """An in-memory cluster with the API server behaviour our writes rely on: uid, resourceVersion
 and creationTimestamp assigned on create, JSON patch with `test`, delete with a uid
-precondition, and garbage collection of dependents through ownerReferences."""
+precondition, and garbage collection of dependents through ownerReferences. A waiting run
+(cluster/follow.py) watches it too: its events are made from successive states (`MemoryWatcher`),
+and `world`, when set (the tests, the demo), is what changes it meanwhile: a kubelet, the MCO."""
 
 from __future__ import annotations
 
@@ -36,6 +38,12 @@ class MemoryCluster:
         highest = max((int(rv) for o in self.store.values()
                        if str(rv := objects.meta(o).get("resourceVersion", "")).isdigit()), default=0)
         self._rv = itertools.count(highest + 1)
+        self.version = highest
+        #: the resourceVersion of the last LIST (where a watch of what it read starts)
+        self.last_resource_version = str(highest)
+        #: one step of whatever else changes this cluster while a run waits (None: nothing does,
+        #: as for a snapshot); it changes it through `become`
+        self.world: Callable[[MemoryCluster], None] | None = None
 
     def _count(self, verb: str) -> None:
         self.requests += 1
@@ -58,6 +66,7 @@ class MemoryCluster:
                for (k, ns, _), o in sorted(self.store.items())
                if k == kind and (namespace is None or ns == namespace or ns == "")
                and objects.matches(selector or {}, objects.labels(o))]
+        self.last_resource_version = str(self.version)
         return out
 
     def serves(self, api_version: str, plural: str) -> bool:
@@ -73,7 +82,26 @@ class MemoryCluster:
 
     # writes --------------------------------------------------------------------------------
     def _stamp(self, obj: dict[str, Any]) -> None:
-        obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._rv))
+        self.version = next(self._rv)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+
+    def become(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The world's step (`world`): the cluster now holds these objects; each new or changed
+        one gets a new resourceVersion, as a server's write would give it (not counted as ours)."""
+        wanted = {_key(o): copy.deepcopy(dict(o)) for o in items}
+        for key in [k for k in self.store if k not in wanted]:
+            del self.store[key]
+        for key, obj in wanted.items():
+            live = self.store.get(key)
+            if live is not None and _content(live) == _content(obj):
+                continue
+            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(key)))
+            obj.setdefault("metadata", {}).setdefault("uid", uid)
+            self._stamp(obj)
+            self.store[key] = obj
+
+    def watcher(self, streams: list[Any]) -> MemoryWatcher:
+        return MemoryWatcher(self, streams)
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         self._count("create")
@@ -160,6 +188,56 @@ class MemoryCluster:
                 if key in self.store:
                     del self.store[key]
                     self._collect(objects.meta(obj).get("uid"))
+
+
+def _content(obj: Mapping[str, Any]) -> Any:
+    return {k: v for k, v in obj.items() if k != "metadata"} | {
+        "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}}
+
+
+class MemoryWatcher:
+    """Watch events of an in-memory cluster, made from successive states: each `next` compares what
+    each stream selects with what it said last (by resourceVersion), after one step of the
+    cluster's `world` when nothing changed. None: nothing can change any more (no world)."""
+
+    def __init__(self, cluster: MemoryCluster, streams: list[Any]):
+        self.cluster, self.streams = cluster, streams
+        # what each stream's LIST held: the objects at or below its resourceVersion
+        self.seen = {s: {k: objects.meta(o).get("resourceVersion") for k, o in self._selected(s).items()
+                         if int(objects.meta(o).get("resourceVersion") or 0) <= int(s.resource_version or 0)}
+                     for s in streams}
+
+    def _selected(self, stream: Any) -> dict[Key, dict[str, Any]]:
+        return {k: o for k, o in self.cluster.store.items() if stream.selects(o)}
+
+    def _changes(self) -> list[Any]:
+        from reconcile.cluster.watch import ADDED, DELETED, MODIFIED, Event
+        out = []
+        for stream in self.streams:
+            now = self._selected(stream)
+            seen = self.seen[stream]
+            for key in sorted(set(seen) - set(now)):
+                gone = {"kind": key[0], "metadata": {"namespace": key[1], "name": key[2]}}
+                out.append(Event(DELETED, stream, gone))
+            for key, obj in sorted(now.items()):
+                version = objects.meta(obj).get("resourceVersion")
+                if seen.get(key) != version:
+                    shown = objects.metadata_only(obj) if stream.metadata_only else obj
+                    out.append(Event(MODIFIED if key in seen else ADDED, stream, copy.deepcopy(shown)))
+            self.seen[stream] = {k: objects.meta(o).get("resourceVersion") for k, o in now.items()}
+        return out
+
+    def next(self, timeout: float) -> list[Any] | None:
+        changes = self._changes()
+        if changes:
+            return changes
+        if self.cluster.world is None:
+            return None
+        self.cluster.world(self.cluster)
+        return self._changes()
+
+    def close(self) -> None:
+        pass
 
 
 def _validate(obj: Mapping[str, Any]) -> None:

@@ -37,6 +37,9 @@ GATE_HOLD, GATE_NONE = "hold", "none"
 GATE_MODES = (GATE_HOLD, GATE_NONE)
 #: key `holdTimeout`: a hold older than this releases the pool (a duration: 2h, 90m, 1h30m, 600s)
 DEFAULT_HOLD_TIMEOUT = 7200
+#: key `waitDeadline`: how long `run --wait` follows its changes at most (a duration, or `0`: not at
+#: all); it can only shorten the flag's, which bounds the Job (cluster/follow.py). Unset: the flag's.
+WAIT_KEY = "waitDeadline"
 #: The build Pod's image where the cluster has no MCO (plain Kubernetes): a moving tag, so set
 #: `buildahImage` (README, "The builder image").
 DEFAULT_BUILDAH_IMAGE = "quay.io/buildah/stable:latest"
@@ -117,6 +120,8 @@ class Settings:
     build_timeout: int = DEFAULT_BUILD_TIMEOUT
     rollout_gate: str = GATE_HOLD
     hold_timeout: int = DEFAULT_HOLD_TIMEOUT
+    #: key `waitDeadline` in seconds (0: no waiting), None when unset (`run --wait` decides)
+    wait_deadline: int | None = None
     #: the BUILD_RESOURCES keys and `buildStorage`, where the ConfigMap sets them (the others are
     #: defaults: for ephemeral-storage, used only when the base image's size is unknown)
     explicit: frozenset[str] = frozenset()
@@ -254,6 +259,7 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         build_resources=_resources(build), build_timeout=_timeout(build),
         rollout_gate=gate, live_changes=live, signing_secrets=signers, signer_image=signer,
         hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
+        wait_deadline=_wait(build),
         explicit=frozenset(k for k in (*BUILD_RESOURCES, STORAGE_KEY) if str(build.get(k) or "").strip()),
         **_storage(build, builder),
     )
@@ -329,6 +335,16 @@ def _duration(build: Mapping[str, str], key: str, default: int) -> int:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: {value!r} is not a positive duration "
                             "(e.g. 2h, 90m, 1h30m, 600s)")
     return seconds
+
+
+def _wait(build: Mapping[str, str]) -> int | None:
+    """`waitDeadline`: unset is None, `0` (or `0s`) is 0, else a positive duration."""
+    value = str(build.get(WAIT_KEY) or "").strip()
+    if not value:
+        return None
+    if value in ("0", "0s"):
+        return 0
+    return _duration(build, WAIT_KEY, 0)
 
 
 def _signer_image(build: Mapping[str, str]) -> str:

@@ -397,7 +397,7 @@ def test_as_the_reconcilers_own_account_it_asks_for_itself(real, openshift):
     code, lines = preflight(real, ca, kubeconfig=real.kubeconfig)
     checks = by_check(lines)
     assert checks["permissions"] == [{"check": "permissions", "result": "ok", "hint": "",
-                                      "message": f"all 44 permissions a run uses are granted to ServiceAccount "
+                                      "message": f"all 47 permissions a run uses are granted to ServiceAccount "
                                                  f"{F.NS}/ocl-reconciler (you are it)"}]
     assert code == 1 and not failing(lines), lines
     assert checks["namespace"][0]["result"] == "warn" and "403" in checks["namespace"][0]["message"]

@@ -69,6 +69,30 @@ def adoption(builder):
     return scenario
 
 
+def waiting(real) -> bool:
+    """run --wait: the build is followed from watch events (our Pods and Builds, the pools) and its
+    success recorded in the same run, while a thread plays the kubelet."""
+    import threading
+
+    import kubelet  # examples/kubelet.py
+    real.seed(F.cluster(settings=settings("custom-pod-builder")))
+    stop = threading.Event()
+
+    def kubelet_plays():
+        while not stop.wait(0.2):
+            for pod in real.api.list("Pod", F.NS):
+                if (pod.get("status") or {}).get("phase") in (None, "Pending"):
+                    real.api.write_status(kubelet.set_phase(pod, "Succeeded"))
+    thread = threading.Thread(target=kubelet_plays, daemon=True)
+    thread.start()
+    try:
+        code, _ = real.run("--wait", "20")
+    finally:
+        stop.set()
+        thread.join()
+    return code == 0 and real.ann().get(A.STATE) == A.SUCCEEDED
+
+
 def lease_takeover(real) -> bool:
     stale = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": lease.NAME, "namespace": F.NS},
@@ -178,7 +202,7 @@ SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "global-pull-secr
              "drift-and-conflict": drift_and_conflict, "lease-takeover": lease_takeover,
              "adoption-pod": adoption("custom-pod-builder"),
              "adoption-build": adoption("openshift-image-builder"), "pruning": pruning,
-             "signing-off-under-policy": signing_off_under_policy}
+             "signing-off-under-policy": signing_off_under_policy, "waiting": waiting}
 
 
 @pytest.fixture(scope="module")

@@ -69,6 +69,21 @@ TESTS = [
                        "values": "0 60 120 180 240 300 360 420 480 540 600 660 720 780 840 900 960 1020 1080 1140"}],
      "alert_rule_test": [{"eval_time": "19m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []}]},
     {"interval": "1m",
+     # waiting runs (`run --wait 540` under the */5 CronJob, concurrencyPolicy Forbid: runs start at 0, 15 and
+     # 30 minutes): each pushes after its first pass and every minute while it waits (reconcile/cluster/
+     # follow.py REPORT_EVERY), and ends by 11 minutes; no alert while they run. The third hangs after its
+     # first push: it fires 15 minutes after that push, as for a run that never came
+     "input_series": [{"series": 'ocl_last_run_timestamp_seconds{job="ocl-reconciler"}', "values": " ".join(
+         [str(60 * m) for m in range(12)] + ["660"] * 3 + [str(60 * m) for m in range(15, 27)] + ["1560"] * 3
+         + ["1800"] * 20)}],
+     "alert_rule_test": [
+         {"eval_time": "14m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []},
+         {"eval_time": "29m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []},
+         {"eval_time": "44m", "alertname": "OclReconcilerNotRunning", "exp_alerts": []},
+         {"eval_time": "46m", "alertname": "OclReconcilerNotRunning",
+          "exp_alerts": [{"exp_labels": {"severity": "warning"},
+                          "exp_annotations": {"summary": "ocl-reconciler has not run for more than 15 minutes"}}]}]},
+    {"interval": "1m",
      "input_series": [{"series": 'ocl_other_metric', "values": "1x40"}],
      "alert_rule_test": [
          {"eval_time": "20m", "alertname": "OclReconcilerAbsent", "exp_alerts": []},

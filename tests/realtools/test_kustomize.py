@@ -4,6 +4,7 @@ before the CronJob; the argocd-cm component builds into an Argo CD install."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -51,6 +52,19 @@ def test_overlay_builds_and_validates_strictly(overlay):
         assert doc["metadata"].get("namespace") == expected, (doc["kind"], name)
 
 
+def fits(job, args, period=None):
+    """The run ends before the Job's deadline (its wait, then the last pass's --timeout); a run killed
+    at the deadline leaves a Lease (--timeout + 60 s, renewed every third of that while it waits:
+    reconcile/cluster/lease.py) that has expired by the first tick concurrencyPolicy Forbid lets start."""
+    timeout, wait = (float(args[args.index(f) + 1]) if f in args else 0.0 for f in ("--timeout", "--wait"))
+    deadline = job["activeDeadlineSeconds"]
+    assert wait + timeout < deadline
+    if period:
+        lease_seconds = timeout + 60
+        freed = deadline + (lease_seconds - lease_seconds / 3 if wait else lease_seconds)
+        assert freed <= -(-deadline // period) * period
+
+
 def test_cronjob_is_restricted_and_fits_the_lease():
     (cron,) = by_kind(build(F.ROOT / "kustomize/overlays/openshift"), "CronJob")
     spec = cron["spec"]
@@ -62,8 +76,7 @@ def test_cronjob_is_restricted_and_fits_the_lease():
     assert spec["successfulJobsHistoryLimit"] >= 1 and spec["failedJobsHistoryLimit"] >= 1
     args = container["args"]
     assert args[:3] == ["run", "--log-format", "json"]
-    lease_seconds = int(args[args.index("--timeout") + 1]) + 60          # reconcile/cli.py: timeout + 60
-    assert job["activeDeadlineSeconds"] < lease_seconds
+    fits(job, args, int(spec["schedule"].split()[0].removeprefix("*/")) * 60)
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
     assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -85,8 +98,16 @@ def test_argocd_overlay_waves_and_hook():
     assert annotations["argocd.argoproj.io/hook"] == "PostSync"
     assert "BeforeHookCreation" in annotations["argocd.argoproj.io/hook-delete-policy"]
     (cronjob,) = by_kind(docs, "CronJob")
-    # the hook runs the CronJob's Pod: the same image, label, service-CA mount (--registry-ca's default)
-    assert hook["spec"]["template"] == cronjob["spec"]["jobTemplate"]["spec"]["template"]
+    # the hook runs the CronJob's Pod: the same image, label, service-CA mount (--registry-ca's default),
+    # but waits less (a sync lasts as long as its hook: docs/argocd.md)
+    hook_args = hook["spec"]["template"]["spec"]["containers"][0]["args"]
+    cron_args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    waits = [float(a[a.index("--wait") + 1]) for a in (hook_args, cron_args)]
+    assert 0 < waits[0] < waits[1]
+    fits(hook["spec"], hook_args)
+    same = copy.deepcopy(hook["spec"]["template"])
+    same["spec"]["containers"][0]["args"] = cron_args
+    assert same == cronjob["spec"]["jobTemplate"]["spec"]["template"]
 
 
 def test_argocd_cm_component_merges_into_an_argo_cd_install(tmp_path):

@@ -104,6 +104,32 @@ def adoption(builder):
     return scenario
 
 
+def waiting(authorize, tmp_path):
+    """run --wait: the build is followed from watch events (our Pods and Builds, the pools) and its
+    success recorded in the same run, while a thread plays the kubelet on the server."""
+    import threading
+    settings = [F.build_config(), F.osimageurl(), dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}),
+                F.secret("push-secret")]
+    with APIServer(F.cluster(settings=settings), authorize=authorize, clock=lambda: F.NOW) as server:
+        stop = threading.Event()
+
+        def kubelet_plays():
+            while not stop.wait(0.05):
+                with server.lock:
+                    for obj in server.store.store.values():
+                        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") in (None, "Pending"):
+                            kubelet.set_phase(obj, "Succeeded")
+                            server.store._stamp(obj)
+        threading.Thread(target=kubelet_plays, daemon=True).start()
+        try:
+            code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10",
+                             "--wait", "20"])
+        finally:
+            stop.set()
+        items = server.items()
+    return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
+
+
 def lease_takeover(authorize, tmp_path):
     stale = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": lease.NAME, "namespace": F.NS, "uid": "old", "resourceVersion": "5"},
@@ -210,7 +236,7 @@ SCENARIOS = {"lifecycle-pod": lifecycle("custom-pod-builder"), "cluster-proxy": 
              "pruning": pruning,
              "lifecycle-build": lifecycle("openshift-image-builder"),
              "adoption-pod": adoption("custom-pod-builder"), "adoption-build": adoption("openshift-image-builder"),
-             "lease-takeover": lease_takeover, "drift-and-conflict": drift_and_conflict,
+             "lease-takeover": lease_takeover, "waiting": waiting, "drift-and-conflict": drift_and_conflict,
              "signing-off-under-policy": signing_off_under_policy}
 
 

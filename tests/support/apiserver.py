@@ -4,7 +4,9 @@ Started by the tests on 127.0.0.1 with a free port, it serves an in-memory store
 discovery, GET/LIST (label selectors with =, ==, !=, exists, !key, in, notin; limit/continue),
 POST (generateName), PUT (resourceVersion compare-and-swap), PATCH (json, merge, strategic merge
 for maps), the status subresource, DELETE with preconditions and background garbage collection,
-`kind: Status` error bodies, a request log and fault injection. It is checked against the real
+`kind: Status` error bodies, watch (`?watch=true` from a resourceVersion: ADDED, MODIFIED and
+DELETED lines made from successive states of the store, polled, until `timeoutSeconds`), a request
+log and fault injection. It is checked against the real
 `kubectl` in tests/standin/test_apiserver.py.
 """
 
@@ -243,7 +245,7 @@ class APIServer:
             return self.store.items()
 
     def writes(self) -> list[Request]:
-        return [r for r in self.log if r.verb not in ("get", "list", "discovery")]
+        return [r for r in self.log if r.verb not in ("get", "list", "watch", "discovery")]
 
     # request handling -------------------------------------------------------------------------
     def fault_for(self, req: Request) -> Fault | None:
@@ -374,7 +376,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(404, "NotFound", f"subresource {sub} of {res.plural} not found")
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete"}[method]
-        if res.namespaced and not namespace and verb not in ("list",):
+        if verb == "list" and query.get("watch") in ("true", "1"):
+            verb = "watch"
+        if res.namespaced and not namespace and verb not in ("list", "watch"):
             raise HttpError(404, "NotFound", f"{res.plural} is namespaced: a namespace is required")
         if verb == "create" and name:
             raise HttpError(405, "MethodNotAllowed", "POST to a named resource")
@@ -414,6 +418,10 @@ class _Handler(BaseHTTPRequestHandler):
                     if refusal:
                         raise HttpError(403, "Forbidden", refusal)
                 body_in = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+                if req.verb == "watch":
+                    req.status = 200
+                    self._watch(req, res)
+                    return
                 with api.lock:
                     code, body = self._serve(method, req, res, body_in)
         except HttpError as err:
@@ -615,6 +623,52 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             store.delete(res.kind, ns, req.name)   # background: dependents are collected at once
         return live
+
+    def _watch(self, req: Request, res: Resource) -> None:
+        """A watch: the objects the request selects, compared every 20 ms with what it last said
+        (those at or below its resourceVersion were said by the LIST it follows); each change one
+        JSON line of a chunked answer, until timeoutSeconds or the server stops."""
+        api = self.api
+        preds = parse_selector(req.query.get("labelSelector", ""))
+
+        def selected() -> dict[tuple[str, str], dict[str, Any]]:
+            with api.lock:
+                return {(ns, name): copy.deepcopy(o) for (kind, ns, name), o in api.store.store.items()
+                        if kind == res.kind and (not req.namespace or ns == req.namespace)
+                        and all(p(dict(objects.labels(o))) for p in preds)}
+
+        def version(o: dict[str, Any]) -> int:
+            text = str(objects.meta(o).get("resourceVersion") or "0")
+            return int(text) if text.isdigit() else 0
+
+        since = int(req.query.get("resourceVersion") or 0)
+        seen = {k: version(o) for k, o in selected().items() if version(o) <= since}
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        until = time.monotonic() + float(req.query.get("timeoutSeconds") or 60)
+        try:
+            while time.monotonic() < until and api.httpd is not None:
+                now = selected()
+                lines = [{"type": "DELETED", "object": {"kind": res.kind, "apiVersion": res.group_version,
+                                                         "metadata": {"namespace": k[0], "name": k[1]}}}
+                         for k in sorted(set(seen) - set(now))]
+                for k, o in sorted(now.items()):
+                    if seen.get(k) != version(o):
+                        o.setdefault("apiVersion", res.group_version)
+                        o.setdefault("kind", res.kind)
+                        lines.append({"type": "MODIFIED" if k in seen else "ADDED", "object": o})
+                seen = {k: version(o) for k, o in now.items()}
+                for line in lines:
+                    data = json.dumps(line).encode() + b"\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                time.sleep(0.02)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            return                                  # the client went away
 
     @staticmethod
     def api_query(req: Request, key: str) -> str:

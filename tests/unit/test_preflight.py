@@ -128,11 +128,11 @@ def test_the_accounts_and_the_scc_are_those_kustomize_base_makes():
 
 def test_needs_add_the_rollout_verbs_and_secrets_of_other_namespaces():
     base = P.needs(read_settings(), F.NS)
-    assert len(base) == sum(len(r.verbs) * max(1, len(r.names)) for r in P.PERMISSIONS) == 39
+    assert len(base) == sum(len(r.verbs) * max(1, len(r.names)) for r in P.PERMISSIONS) == 39 + 3   # + watch (issue 40)
     assert {n.namespace for n in base if n.rule.namespace == P.OURS} == {F.NS}
-    assert len(P.needs(read_settings(rollout="machineconfig"), F.NS)) == 39 + 4 + 1   # + the policy get
+    assert len(P.needs(read_settings(rollout="machineconfig"), F.NS)) == 42 + 4 + 1   # + the policy get
     # the global pull secret is in the table already; one of another namespace is asked for
-    assert len(P.needs(read_settings(baseImagePullSecretName=None), F.NS)) == 39
+    assert len(P.needs(read_settings(baseImagePullSecretName=None), F.NS)) == 42
     extra = P.needs(read_settings(finalImagePushSecretName="team-a/pusher"), F.NS)[-1]
     assert (extra.namespace, extra.verb, extra.rule.resource, extra.name) == ("team-a", "get", "secrets", "pusher")
     assert P.needs(read_settings(), "elsewhere")[0].namespace == "elsewhere"
