@@ -360,11 +360,13 @@ class Daemon:
         conditions = (node.get("status") or {}).get("conditions") or []
         if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
             return
-        node = copy.deepcopy(self.api.get("Node", "", _name(node)))
-        node.setdefault("status", {})["conditions"] = [
-            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
-             "lastHeartbeatTime": "2026-11-29T12:00:00Z", "lastTransitionTime": "2026-11-29T12:00:00Z"}]
-        self.api.request("PUT", self.api.path("Node", "", _name(node)) + "/status", node)
+        # a patch, as the kubelet writes its status: a PUT of what was read loses the race (409)
+        # with the node controller writing the Node's annotations meanwhile
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
+                 "lastHeartbeatTime": "2026-11-29T12:00:00Z", "lastTransitionTime": "2026-11-29T12:00:00Z"}
+        self.api.request("PATCH", self.api.path("Node", "", _name(node)) + "/status",
+                         {"status": {"conditions": [ready]}},
+                         content_type="application/strategic-merge-patch+json")
 
     def _pool(self, node: dict[str, Any]) -> str:
         """The pool whose rendered config the node's desiredConfig names (rendered-<pool>-<hash>)."""
