@@ -13,14 +13,9 @@ from reconcile.cluster import registry
 from reconcile.contract import annotations as A
 from reconcile.core import images
 from reconcile.core.actions import PoolPlan
+from tests.standin.test_pruning import fake_registry as fake_registry  # noqa: F401 - the fixture
 from tests.support import factory as F
-from tests.support.fakeregistry import DIGESTS, FakeRegistry, auths, serve
-
-
-@pytest.fixture
-def fake_registry():
-    with serve(FakeRegistry) as host:
-        yield host
+from tests.support.fakeregistry import DIGESTS, FakeRegistry, auths
 
 
 def test_a_signature_is_deleted_by_the_digest_its_tag_serves(fake_registry):

@@ -209,6 +209,15 @@ def built_and_pushed(cluster: MemoryCluster) -> str:
     return f"{F.REPO}@{kubelet.digest_for(objects.name(pod))}"
 
 
+def signed_and_recorded(cluster: MemoryCluster) -> str:
+    """A first build pushed, signed by the signing Pod and recorded; its image."""
+    image = built_and_pushed(cluster)
+    run(cluster)
+    set_sign_phase(cluster, pods(cluster, "ocl-sign-")[0], "Succeeded")
+    run(cluster)
+    return image
+
+
 def test_a_new_image_is_recorded_only_once_signed():
     cluster = signing_cluster()
     image = built_and_pushed(cluster)
@@ -262,10 +271,7 @@ def test_turning_signing_on_signs_the_image_in_use_and_builds_nothing():
 
 def test_rotation_signs_with_both_keys_then_records_the_new_one_alone():
     cluster = signing_cluster()
-    image = built_and_pushed(cluster)
-    run(cluster)
-    set_sign_phase(cluster, pods(cluster, "ocl-sign-")[0], "Succeeded")
-    run(cluster)
+    image = signed_and_recorded(cluster)
     old, new = signing.fingerprint(PUB_OLD), signing.fingerprint(PUB_NEW)
     set_keys(cluster, "cosign-old,cosign-new")            # step 1
     (plan,) = run(cluster)
@@ -284,10 +290,7 @@ def test_rotation_signs_with_both_keys_then_records_the_new_one_alone():
 
 def test_a_rollback_reuses_an_image_only_once_it_is_signed_with_the_current_key():
     cluster = signing_cluster()
-    d_image = built_and_pushed(cluster)
-    run(cluster)
-    set_sign_phase(cluster, pods(cluster, "ocl-sign-")[0], "Succeeded")
-    run(cluster)
+    d_image = signed_and_recorded(cluster)
     assert ann(cluster)[A.SIGNED].startswith(d_image)
     # the same image id again under another key: the reuse (a snapshot run takes the image as there)
     set_keys(cluster, "cosign-new")
