@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import http.client
 import json
 import os
 import shutil
@@ -25,10 +26,9 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,6 +263,8 @@ class RealAPI:
         self.audit_log = root / "audit.log"
         self.kubectl_path = str(bindir / "kubectl")
         self.served: set[str] = set()      # UNSERVED kinds a module serves for now (serving())
+        self._conns = threading.local()     # one kept-alive connection per thread (_send)
+        self._context: ssl.SSLContext | None = None
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> RealAPI:
@@ -322,8 +324,9 @@ class RealAPI:
             "-v", "0"])
 
     def _ssl(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.root / "certs/apiserver.crt"))
-        return ctx
+        if self._context is None:
+            self._context = ssl.create_default_context(cafile=str(self.root / "certs/apiserver.crt"))
+        return self._context
 
     def _wait_ready(self, deadline: float) -> None:
         last = ""
@@ -690,13 +693,7 @@ class RealAPI:
                    "Accept": "application/json"}
         if as_user:
             headers["Impersonate-User"] = as_user
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, context=self._ssl(), timeout=30) as resp:
-                raw = resp.read()
-                status = resp.status
-        except urllib.error.HTTPError as err:
-            raw, status = err.read(), err.code
+        status, raw = self._send(method, path, data, headers)
         try:
             parsed = json.loads(raw) if raw else None
         except ValueError:
@@ -704,6 +701,32 @@ class RealAPI:
         if status >= 300 and status not in ok:
             raise APIError(status, parsed)
         return status, parsed
+
+    def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """Over this thread's kept-alive connection: a TLS handshake per request cost the server
+        four times the CPU of the request itself (bench: 8 ms against 2.5 ms), and the tests poll.
+        A connection the server closed while idle is opened again once, as urllib3 does."""
+        for attempt in (1, 2):
+            conn = getattr(self._conns, "conn", None)
+            fresh = conn is None
+            if fresh:
+                conn = self._conns.conn = http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, context=self._ssl(), timeout=30)
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                return resp.status, resp.read()
+            except (http.client.RemoteDisconnected, http.client.CannotSendRequest, BrokenPipeError,
+                    ConnectionResetError):
+                conn.close()
+                self._conns.conn = None
+                if fresh or attempt == 2:
+                    raise
+            except BaseException:
+                conn.close()
+                self._conns.conn = None
+                raise
+        raise AssertionError("unreachable")
 
     @staticmethod
     def path(kind: str, namespace: str = "", name: str = "") -> str:
