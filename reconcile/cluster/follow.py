@@ -12,7 +12,9 @@ another pool's build still runs: no pool waits behind another. A pass that wrote
 followed by another at once (a custom pool's write that waited for ours goes on in the same run).
 The nodes are not waited for: a later run holds the pool again once every machine is updated.
 
-It ends when nothing is waited for, at the deadline, on Ctrl-C, or when the Lease cannot be
+It ends when nothing is waited for, at the deadline, on Ctrl-C, when a write failed (the pool's
+error is recorded, and the same write would most likely fail again: planning again on the next
+event would build again, or repeat the write, until the deadline), or when the Lease cannot be
 renewed (then it stops writing at once: another run may hold it). Whatever it ends on, every pass
 recorded what it did as it went, as a run killed between two writes does: the next run resumes.
 A steady run (nothing to wait for) makes no request more than one without `--wait`."""
@@ -57,14 +59,14 @@ class Pass:
 @dataclass
 class Ended:
     """How the waiting ended: `why` is one of DONE, DEADLINE, INTERRUPTED, LEASE_LOST, UNCHANGING,
-    UNREAD; `waits` what it still waited for."""
+    UNREAD, WRITE_FAILED; `waits` what it still waited for."""
     why: str
     waits: tuple[W.Wait, ...] = ()
 
 
-DONE, DEADLINE, INTERRUPTED, LEASE_LOST, UNCHANGING, UNREAD = (
+DONE, DEADLINE, INTERRUPTED, LEASE_LOST, UNCHANGING, UNREAD, WRITE_FAILED = (
     "nothing more to wait for", "the wait deadline passed", "interrupted", "the Lease could not be renewed",
-    "nothing else changes this cluster (a snapshot)", "a read failed")
+    "nothing else changes this cluster (a snapshot)", "a read failed", "a write failed")
 
 
 def deadline(flag: float, found: Settings | Any) -> float:
@@ -104,6 +106,8 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
         done = _settle(cache, one_pass, done, now, keeper, clock)
         current = waiting_for(cache, namespace)
         shower.update(current)
+        if _write_failed(done):
+            return done, Ended(WRITE_FAILED, tuple(current))
         if not current:
             return done, Ended(DONE)
         if report is not None:
@@ -139,6 +143,8 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
                 done = _settle(cache, one_pass, done, now, keeper, clock)
                 current = waiting_for(cache, namespace)
                 shower.update(current)
+                if _write_failed(done):
+                    return done, Ended(WRITE_FAILED, tuple(current))
                 if not current:
                     return done, Ended(DONE)
                 if later.result.wrote:
@@ -160,6 +166,10 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
         shower.close()
 
 
+def _write_failed(done: Pass) -> bool:
+    return any(o.error for o in done.result.outcomes)
+
+
 def _then(done: Pass, later: Pass) -> Pass:
     return Pass(later.seen, done.result.then(later.result), later.strays)
 
@@ -170,7 +180,8 @@ def _settle(cache: Cache, one_pass: Callable[[Any, datetime], Pass], done: Pass,
     another do: a custom pool's MachineConfig before worker's), at most SETTLE_PASSES times."""
     last = done.result
     for _ in range(SETTLE_PASSES):
-        if not last.wrote or last.unread or (keeper is not None and not keeper.keep(clock(), now())):
+        if not last.wrote or last.unread or any(o.error for o in last.outcomes) or (
+                keeper is not None and not keeper.keep(clock(), now())):
             break
         later = one_pass(cache, now())
         done, last = _then(done, later), later.result

@@ -58,3 +58,42 @@ def test_one_waiting_run_through_the_api_follows_the_change_from_watch_events(st
     # the LISTs of one read, and those a pass makes beyond it (a new build's labelled Secrets):
     # not one LIST per event
     assert len(lists) < 3 * len({(r.resource, r.namespace, r.query.get("labelSelector")) for r in lists})
+
+
+def test_a_waiting_run_whose_write_is_refused_ends_instead_of_building_again(tmp_path, capsys):
+    """A refused write is the pool's error (Blocked) and would be refused again: the waiting ends
+    there, exit 2, and the next run tries again. It used to plan again on the next event: a build
+    Pod's success, cleanup refused (403), Blocked, a new build, and so on until the deadline (280
+    builds in 20 s when the registry could not be asked about the image)."""
+    import kubelet  # examples/kubelet.py
+
+    from tests.unit.test_builders import dockercfg_secret
+
+    def refuse_secret_deletes(req):
+        if req.verb == "delete" and req.resource == "secrets":
+            return f'secrets "{req.name}" is forbidden: cannot delete resource "secrets"'
+        return None
+    settings = [F.build_config(), F.osimageurl(), dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}),
+                F.secret("push-secret")]
+    with APIServer(F.cluster(settings=settings), authorize=refuse_secret_deletes, clock=lambda: F.NOW) as server:
+        stop = threading.Event()
+
+        def kubelet_plays():
+            while not stop.wait(0.05):
+                with server.lock:
+                    for obj in server.store.store.values():
+                        if obj["kind"] in ("Pod", "Build") and \
+                                (obj.get("status") or {}).get("phase") in (None, "Pending", "New"):
+                            kubelet.set_phase(obj, "Succeeded")
+                            server.store._stamp(obj)
+        threading.Thread(target=kubelet_plays, daemon=True).start()
+        try:
+            code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10",
+                             "--wait", "20"])
+        finally:
+            stop.set()
+        builds = [r for r in server.log if r.verb == "create" and r.resource in ("pods", "builds")]
+    err = capsys.readouterr().err
+    assert len(builds) == 1, err[-2000:]
+    assert code == 2, err[-2000:]                   # EXIT_BLOCKED: a pool's error, as without --wait
+    assert "wait ended: a write failed" in err
