@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import shutil
 import subprocess
 from datetime import timedelta
@@ -30,7 +31,12 @@ USER = f"system:serviceaccount:{F.NS}:ocl-reconciler"
 
 
 def rendered_rules():
-    """{scope: rules}: scope is a Role's namespace, or "" for the ClusterRole."""
+    """{scope: rules}: scope is a Role's namespace, or "" for the ClusterRole (a copy each call)."""
+    return copy.deepcopy(_rendered_rules())
+
+
+@functools.cache
+def _rendered_rules():
     out = subprocess.run([KUBECTL, "kustomize", str(F.ROOT / "kustomize/base")], capture_output=True,
                          text=True, check=True).stdout
     docs = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")]
