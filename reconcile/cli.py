@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 from datetime import UTC, datetime
@@ -96,7 +97,10 @@ class Fatal(Exception):
     """The cluster or the snapshot cannot be read: exit 3 with one line."""
 
 
+@functools.cache
 def _parser() -> argparse.ArgumentParser:
+    """Built once a process (parsing leaves it as it was): a process that runs `main` many times,
+    as the tests do, builds it once (11 ms each time)."""
     def connection(snapshot_help: str) -> argparse.ArgumentParser:
         parent = argparse.ArgumentParser(add_help=False)
         parent.add_argument("--snapshot", metavar="FILE", help=snapshot_help)
