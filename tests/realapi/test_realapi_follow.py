@@ -18,7 +18,9 @@ pytestmark = pytest.mark.realapi
 
 
 def scenario(real, tmp_path, mco=None):
-    s = Scenario(real.api, tmp_path, 2.0, mco)
+    """The render delay is the harness's 0.5 s (tests/tools/mco/build.sh), played or real, not
+    upstream's 5 s (bench/one_run.py plays that)."""
+    s = Scenario(real.api, tmp_path, 2.0, mco, render_delay=0.5)
     s.world.start()
     return s
 

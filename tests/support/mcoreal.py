@@ -345,8 +345,11 @@ class Daemon:
         #: how many more moves the daemons make (None: all): a node beyond it stays on its current
         #: config, targeted but not done, as a node still draining or rebooting
         self.limit: int | None = None
+        #: writes made so far (settle: a round that wrote is no quiet one)
+        self.writes = 0
 
     def _patch(self, node: str, annotations: dict[str, str | None]) -> None:
+        self.writes += 1
         self.api.request("PATCH", self.api.path("Node", "", node), {"metadata": {"annotations": annotations}},
                          content_type="application/strategic-merge-patch+json")
 
@@ -362,6 +365,7 @@ class Daemon:
             return
         # a patch, as the kubelet writes its status: a PUT of what was read loses the race (409)
         # with the node controller writing the Node's annotations meanwhile
+        self.writes += 1
         ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "",
                  "lastHeartbeatTime": "2026-11-29T12:00:00Z", "lastTransitionTime": "2026-11-29T12:00:00Z"}
         self.api.request("PATCH", self.api.path("Node", "", _name(node)) + "/status",
@@ -372,12 +376,13 @@ class Daemon:
         """The pool whose rendered config the node's desiredConfig names (rendered-<pool>-<hash>)."""
         return _ann(node).get(DESIRED, "").removeprefix("rendered-").rpartition("-")[0]
 
-    def boot(self) -> list[str]:
+    def boot(self, seen: Seen | None = None) -> list[str]:
         """Nodes the daemon never ran on: ready, and currentConfig = desiredConfig = the rendered
         config of the pool that selects them (pkg/server/server.go `getNodeAnnotation`)."""
-        pools = self.api.list("MachineConfigPool")
+        seen = seen or Seen(self.api)
+        pools = seen.pools
         booted = []
-        for node in self.api.list("Node"):
+        for node in seen.nodes:
             self.ready(node)
             if _ann(node).get(CURRENT):
                 continue
@@ -386,7 +391,7 @@ class Daemon:
                 want = (pool["spec"].get("nodeSelector") or {}).get("matchLabels") or {}
                 target = (pool["spec"].get("configuration") or {}).get("name", "")
                 if want and all(labels.get(k) == v for k, v in want.items()) and \
-                        self.api.get("MachineConfig", "", target) and target.startswith("rendered-"):
+                        target in seen.mcs and target.startswith("rendered-"):
                     self._patch(_name(node), {CURRENT: target, DESIRED: target, STATE: "Done"})
                     self.machine_config_node(_name(node), _name(pool), target, target)
                     booted.append(_name(node))
@@ -428,11 +433,12 @@ class Daemon:
             raise RuntimeError(f"ocl-mco-harness verdict: {out.stderr.strip()}")
         return json.loads(out.stdout)
 
-    def step(self, moves: Moves | None = None) -> list[Move]:
+    def step(self, moves: Moves | None = None, seen: Seen | None = None) -> list[Move]:
         """Every node with a pending desiredConfig updates to it. Returns (and records) the moves."""
-        mcs = {_name(mc): mc for mc in self.api.list("MachineConfig")}
+        seen = seen or Seen(self.api)
+        mcs = seen.mcs
         pending = []
-        for node in self.api.list("Node"):
+        for node in seen.nodes:
             ann = _ann(node)
             desired, current = ann.get(DESIRED, ""), ann.get(CURRENT, "")
             if desired and current and desired != current and desired in mcs and current in mcs:
@@ -453,7 +459,17 @@ class Daemon:
         return done
 
 
-def _fingerprint(api: Any) -> tuple[str, str]:
+class Seen:
+    """The pools, Nodes and MachineConfigs, each LISTed once: what one round of settle's polling
+    reads (it polled with eight LISTs a round, two of every MachineConfig, each 0.15 s)."""
+
+    def __init__(self, api: Any):
+        self.pools = api.list("MachineConfigPool")
+        self.nodes = api.list("Node")
+        self.mcs = {_name(mc): mc for mc in api.list("MachineConfig")}
+
+
+def _fingerprint(seen: Seen) -> tuple[str, str]:
     """(what the controllers may still change, the MachineConfigs not rendered by them): pools,
     nodes and rendered configs; the other MachineConfigs, whose change starts the render delay."""
     def strip(o: dict[str, Any]) -> Any:
@@ -466,21 +482,21 @@ def _fingerprint(api: Any) -> tuple[str, str]:
         if "conditions" in status:
             status["conditions"] = sorted(status["conditions"], key=lambda c: c.get("type", ""))
         return o
-    mcs = api.list("MachineConfig")
+    mcs = list(seen.mcs.values())
     rendered = [m for m in mcs if any(r.get("kind") == "MachineConfigPool"
                                       for r in m["metadata"].get("ownerReferences") or [])]
     sources = [m for m in mcs if m not in rendered]
-    watched = [*api.list("MachineConfigPool"), *api.list("Node"), *rendered]
+    watched = [*seen.pools, *seen.nodes, *rendered]
     return (json.dumps(sorted((strip(o) for o in watched), key=lambda o: (o["kind"], _name(o))), sort_keys=True),
             json.dumps(sorted((_name(m), m["metadata"].get("generation")) for m in sources)))
 
 
-def observed(api: Any) -> bool:
+def observed(seen: Seen) -> bool:
     """The node controller has synced every pool since its last spec change: it writes
     status.observedGeneration = metadata.generation on each sync (status.go `calculateStatus`), so
     an unpause, a pause or a new rendered config is not taken for "nothing to do" before it acted."""
     return all((p.get("status") or {}).get("observedGeneration") == p["metadata"].get("generation")
-               for p in api.list("MachineConfigPool") if (p["spec"].get("configuration") or {}).get("name"))
+               for p in seen.pools if (p["spec"].get("configuration") or {}).get("name"))
 
 
 class Unsettled(AssertionError):
@@ -502,18 +518,19 @@ def settle(api: Any, daemon: Daemon, controllers: Controllers, moves: Moves | No
     running). Returns the moves."""
     moves = moves if moves is not None else Moves()
     deadline = time.monotonic() + timeout
-    state = _fingerprint(api)
+    state = _fingerprint(Seen(api))
     changed = time.monotonic()
     while time.monotonic() < deadline:
         if controllers.proc is None or controllers.proc.poll() is not None:
             raise Unsettled("the MCO's controllers exited")
-        daemon.boot()
-        if daemon.step(moves):
-            changed = time.monotonic()
-        now_state, now = _fingerprint(api), time.monotonic()
-        if now_state != state:
+        seen, writes = Seen(api), daemon.writes
+        now_state, synced = _fingerprint(seen), observed(seen)     # as read, before the daemon acts
+        daemon.boot(seen)
+        daemon.step(moves, seen)
+        now = time.monotonic()
+        if now_state != state or daemon.writes != writes:      # what it wrote is read next round
             state, changed = now_state, now
-        if now - changed >= quiet and controllers.idle() and observed(api):
+        if now - changed >= quiet and synced and controllers.idle():
             return moves
         time.sleep(0.15)
     raise Unsettled(f"still changing after {timeout} s; {len(moves)} node moves so far")
