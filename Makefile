@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench bench-build bench-live bench-one-run lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -148,3 +148,8 @@ bench-live: install realapi mco
 # kube-apiserver; the MCO's real controllers where `make mco` built them (else its imitations, said).
 bench-one-run: install realapi
 	$(PY) bench/one_run.py $(ARGS)
+
+# How long make test takes and where (issue 37: under 10 minutes on 2 cores; bench/suite_time.py): the
+# suite as make test runs it, with each file's wall time and CPU, and how busy the CPUs were. Run it alone.
+bench-suite: install realapi argocd kustomize mco cosign policycheck crcrender
+	$(PY) bench/suite_time.py --workers $(WORKERS) $(if $(ARGS),-- $(ARGS))

@@ -1,0 +1,79 @@
+"""How long `make test` takes, and where (issue 37: under 10 minutes on 2 cores): runs the suite as
+`make test` does (pytest-xdist, WORKERS workers, `--dist worksteal`) with a plugin that notes each
+test's worker, wall time and the worker's own CPU seconds, and samples the machine's idle CPU from
+/proc/stat. Prints the wall time, the CPU the run and its children used (kube-apiserver, etcd, the
+MCO's harness, buildah... are children of the workers), how busy the CPUs were, each worker's share,
+and the files that take the most wall time and CPU. Run it with nothing else on the machine.
+
+    python3 bench/suite_time.py [--workers 3] [--top 15] [-- PYTEST ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, idle) jiffies of all CPUs since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, idle
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers (make test's: 3)")
+    parser.add_argument("--top", type=int, default=15, help="files shown (default: %(default)s)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.pathsep.join(filter(None, [str(ROOT / "bench"), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, SUITE_TIME_DIR=tmp, PYTHONPATH=path)
+        xdist = ["-n", str(args.workers), "--dist", "worksteal"] if args.workers else []
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "suite_time_plugin", *xdist, *args.pytest_args]
+        busy0, idle0 = cpu_times()
+        started = time.monotonic()
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - started
+        busy1, idle1 = cpu_times()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows = [json.loads(line) for f in Path(tmp).glob("*.jsonl") for line in f.read_text().splitlines()]
+    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no pytest output)")
+    print(f"wall {wall / 60:.0f} min {wall % 60:.0f} s; CPU of the run and its children "
+          f"{(children.ru_utime + children.ru_stime) / 60:.1f} min on {os.cpu_count()} CPUs; "
+          f"the CPUs busy {100 * (busy1 - busy0) / max(1, busy1 - busy0 + idle1 - idle0):.0f}% "
+          f"(other processes included)")
+    if not rows:
+        return done.returncode
+    first = min(r["start"] for r in rows)
+    for worker in sorted({r["w"] for r in rows}):
+        mine = [r for r in rows if r["w"] == worker]
+        busy, cpu = sum(r["end"] - r["start"] for r in mine), sum(r["cpu"] for r in mine)
+        print(f"  {worker}: {len(mine)} tests, busy {busy:.0f} s, own CPU {cpu:.0f} s, "
+              f"last ends at {max(r['end'] for r in mine) - first:.0f} s")
+    files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for r in rows:
+        entry = files[r["id"].split("::")[0]]
+        entry[0] += 1
+        entry[1] += r["end"] - r["start"]
+        entry[2] += r["cpu"]
+    print(f"{'wall s':>8} {'CPU s':>7} {'tests':>5}  file (CPU: the worker's own, not its servers')")
+    for name, (count, spent, cpu) in sorted(files.items(), key=lambda kv: -kv[1][1])[:args.top]:
+        print(f"{spent:8.1f} {cpu:7.1f} {count:5d}  {name}")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
