@@ -50,7 +50,11 @@ def main() -> int:
         busy1, idle1 = cpu_times()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows = [json.loads(line) for f in Path(tmp).glob("*.jsonl") for line in f.read_text().splitlines()]
-    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no pytest output)")
+    lines = done.stdout.strip().splitlines()
+    for line in lines:
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(line[:300])
+    print(lines[-1] if lines else f"(no pytest output) {done.stderr.strip()[-600:]}")
     print(f"wall {wall / 60:.0f} min {wall % 60:.0f} s; CPU of the run and its children "
           f"{(children.ru_utime + children.ru_stime) / 60:.1f} min on {os.cpu_count()} CPUs; "
           f"the CPUs busy {100 * (busy1 - busy0) / max(1, busy1 - busy0 + idle1 - idle0):.0f}% "

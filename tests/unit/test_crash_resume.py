@@ -84,7 +84,7 @@ def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, b
         one_run(cluster)
         return cluster.items(), len(cluster.writes)
 
-    before_step, writes, final = history(steps, fault_free)
+    before_step, writes, _, final = history(steps, fault_free)
     expected = comparable(final)
     covered = 0
     for index, start in enumerate(before_step):
