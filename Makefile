@@ -108,7 +108,8 @@ mco:
 # 2,038 tests 7 min 11 s in three (2026-12-02); 2,213 tests, the MCO's own controllers among them,
 # 14 min 18 s and 11 min 9 s in three (2026-12-04: over the 10-minute goal, issue 37); 2,342 tests
 # (signing, run --wait, the live table on the real controllers) 23 min 14 s in three with --dist worksteal,
-# its last 5 minutes beside make bench-live (2026-12-05: over the goal, issue 37).
+# its last 5 minutes beside make bench-live (2026-12-05: over the goal, issue 37); 2,344 tests 10 min 41 s
+# and 13 min 53 s alone, the same code using 40% more CPU in the second (2026-12-05; make bench-suite).
 WORKERS ?= 3
 test: install realapi argocd kustomize mco cosign policycheck crcrender
 	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
