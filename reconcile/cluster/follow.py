@@ -102,14 +102,19 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
     until = started + deadline(wait, done.seen.settings)
     current: list[W.Wait] = []
     watcher = None
-    try:
+    def settled(done: Pass) -> tuple[Pass, list[W.Wait], Ended | None]:
+        """Passes again while the last wrote; then what is still waited for, and the end if this is it."""
         done = _settle(cache, one_pass, done, now, keeper, clock)
         current = waiting_for(cache, namespace)
         shower.update(current)
         if _write_failed(done):
-            return done, Ended(WRITE_FAILED, tuple(current))
-        if not current:
-            return done, Ended(DONE)
+            return done, current, Ended(WRITE_FAILED, tuple(current))
+        return done, current, (None if current else Ended(DONE))
+
+    try:
+        done, current, ended = settled(done)
+        if ended:
+            return done, ended
         if report is not None:
             report(done)
         reported = clock()
@@ -140,13 +145,9 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
                 done = _then(done, later)
                 if later.result.unread:
                     return done, Ended(UNREAD, tuple(current))
-                done = _settle(cache, one_pass, done, now, keeper, clock)
-                current = waiting_for(cache, namespace)
-                shower.update(current)
-                if _write_failed(done):
-                    return done, Ended(WRITE_FAILED, tuple(current))
-                if not current:
-                    return done, Ended(DONE)
+                done, current, ended = settled(done)
+                if ended:
+                    return done, ended
                 if later.result.wrote:
                     report_due = True
                 else:

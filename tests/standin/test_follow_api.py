@@ -11,7 +11,7 @@ import pytest
 
 from reconcile import cli
 from tests.support import factory as F
-from tests.support.apiserver import APIServer
+from tests.support.apiserver import APIServer, builds_succeed
 from tests.support.world import World
 from tests.unit.test_follow import changed, desired, steady  # noqa: F401 - a fixture
 from tests.unit.test_gate import NODES, pool
@@ -65,8 +65,6 @@ def test_a_waiting_run_whose_write_is_refused_ends_instead_of_building_again(tmp
     there, exit 2, and the next run tries again. It used to plan again on the next event: a build
     Pod's success, cleanup refused (403), Blocked, a new build, and so on until the deadline (280
     builds in 20 s when the registry could not be asked about the image)."""
-    import kubelet  # examples/kubelet.py
-
     from tests.unit.test_builders import dockercfg_secret
 
     def refuse_secret_deletes(req):
@@ -76,22 +74,9 @@ def test_a_waiting_run_whose_write_is_refused_ends_instead_of_building_again(tmp
     settings = [F.build_config(), F.osimageurl(), dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}),
                 F.secret("push-secret")]
     with APIServer(F.cluster(settings=settings), authorize=refuse_secret_deletes, clock=lambda: F.NOW) as server:
-        stop = threading.Event()
-
-        def kubelet_plays():
-            while not stop.wait(0.05):
-                with server.lock:
-                    for obj in server.store.store.values():
-                        if obj["kind"] in ("Pod", "Build") and \
-                                (obj.get("status") or {}).get("phase") in (None, "Pending", "New"):
-                            kubelet.set_phase(obj, "Succeeded")
-                            server.store._stamp(obj)
-        threading.Thread(target=kubelet_plays, daemon=True).start()
-        try:
+        with builds_succeed(server):
             code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10",
                              "--wait", "20"])
-        finally:
-            stop.set()
         builds = [r for r in server.log if r.verb == "create" and r.resource in ("pods", "builds")]
     err = capsys.readouterr().err
     assert len(builds) == 1, err[-2000:]

@@ -21,7 +21,7 @@ from reconcile.cluster import lease
 from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from tests.support import factory as F
-from tests.support.apiserver import APIServer, Fault, Request
+from tests.support.apiserver import APIServer, Fault, Request, builds_succeed
 from tests.unit.test_builders import dockercfg_secret, labelled
 
 KUBECTL = shutil.which("kubectl")
@@ -113,25 +113,12 @@ def adoption(builder):
 def waiting(authorize, tmp_path):
     """run --wait: the build is followed from watch events (our Pods and Builds, the pools) and its
     success recorded in the same run, while a thread plays the kubelet on the server."""
-    import threading
     settings = [F.build_config(), F.osimageurl(), dockercfg_secret("pull-secret", {"quay.io": {"auth": "eDp5"}}),
                 F.secret("push-secret")]
     with APIServer(F.cluster(settings=settings), authorize=authorize, clock=lambda: F.NOW) as server:
-        stop = threading.Event()
-
-        def kubelet_plays():
-            while not stop.wait(0.05):
-                with server.lock:
-                    for obj in server.store.store.values():
-                        if obj["kind"] == "Pod" and (obj.get("status") or {}).get("phase") in (None, "Pending"):
-                            kubelet.set_phase(obj, "Succeeded")
-                            server.store._stamp(obj)
-        threading.Thread(target=kubelet_plays, daemon=True).start()
-        try:
+        with builds_succeed(server):
             code = cli.main(["run", "--kubeconfig", server.kubeconfig(tmp_path / "kc"), "--timeout", "10",
                              "--wait", "20"])
-        finally:
-            stop.set()
         items = server.items()
     return code == 0 and F.the_pool(items)["metadata"]["annotations"][A.STATE] == A.SUCCEEDED
 

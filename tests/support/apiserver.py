@@ -12,6 +12,7 @@ log and fault injection. It is checked against the real
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import random
@@ -20,7 +21,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -707,3 +708,28 @@ class _Handler(BaseHTTPRequestHandler):
         return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
                 "items": page}
 
+
+
+@contextlib.contextmanager
+def builds_succeed(server: APIServer, every: float = 0.05) -> Iterator[None]:
+    """A thread plays the kubelet and the build controller on the server's store while the block
+    runs: each new build Pod or Build ends Succeeded."""
+    import kubelet  # examples/kubelet.py
+
+    stop = threading.Event()
+
+    def play() -> None:
+        while not stop.wait(every):
+            with server.lock:
+                for obj in server.store.store.values():
+                    if obj["kind"] in ("Pod", "Build") and \
+                            (obj.get("status") or {}).get("phase") in (None, "Pending", "New"):
+                        kubelet.set_phase(obj, "Succeeded")
+                        server.store._stamp(obj)
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
