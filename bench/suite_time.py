@@ -67,15 +67,21 @@ def main() -> int:
         busy, cpu = sum(r["end"] - r["start"] for r in mine), sum(r["cpu"] for r in mine)
         print(f"  {worker}: {len(mine)} tests, busy {busy:.0f} s, own CPU {cpu:.0f} s, "
               f"last ends at {max(r['end'] for r in mine) - first:.0f} s")
-    files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for r in rows:
         entry = files[r["id"].split("::")[0]]
         entry[0] += 1
         entry[1] += r["end"] - r["start"]
         entry[2] += r["cpu"]
-    print(f"{'wall s':>8} {'CPU s':>7} {'tests':>5}  file (CPU: the worker's own, not its servers')")
-    for name, (count, spent, cpu) in sorted(files.items(), key=lambda kv: -kv[1][1])[:args.top]:
-        print(f"{spent:8.1f} {cpu:7.1f} {count:5d}  {name}")
+        entry[3] += r.get("tree", 0.0)
+    print(f"all tests: worker CPU {sum(r['cpu'] for r in rows):.0f} s; with the processes under the "
+          f"workers {sum(r.get('tree', 0.0) for r in rows):.0f} s")
+    print(f"{'wall s':>8} {'CPU s':>7} {'tree s':>7} {'tests':>5}  file (CPU: the worker's own; tree: with "
+          "its servers and subprocesses)")
+    for key in (1, 3):
+        print("by wall time:" if key == 1 else "by tree CPU:")
+        for name, (count, spent, cpu, tree) in sorted(files.items(), key=lambda kv: -kv[1][key])[:args.top]:
+            print(f"{spent:8.1f} {cpu:7.1f} {tree:7.1f} {count:5d}  {name}")
     return done.returncode
 
 

@@ -44,6 +44,8 @@ def test_lifecycle_to_success_then_converged(real, builder):
     assert a[A.STATE] == A.PENDING and a["example.com/keep"] == "theirs"
     build = real.build_object()
     assert build["kind"] == F.BUILD_KINDS[builder]
+    # the harness's owned() reads ours() by label: the same objects, in the same order, as items()
+    assert real.owned() == F.owned(real.api.items(), "worker") and len(real.owned()) >= 2
     assert a[A.BUILD] == f"{build['kind']}/{F.NS}/{build['metadata']['name']}"
     if builder == "custom-pod-builder":     # the server defaulted and mutated our Pod...
         assert build["spec"]["tolerations"] and build["spec"]["dnsPolicy"] == "ClusterFirst"

@@ -260,14 +260,11 @@ def removals():
 
 def _rendered() -> dict[tuple[str, str], list[dict[str, Any]]]:
     """The rules kustomize/base renders (the source of truth the server was given)."""
-    import subprocess
-
     import yaml
     kubectl = realserver.kubectl_binary()
     if kubectl is None:
         return {}
-    out = subprocess.run([kubectl, "kustomize", str(F.ROOT / "kustomize/base")], capture_output=True,
-                         text=True, check=True).stdout
+    out = realserver.kustomize(F.ROOT / "kustomize/base", kubectl)
     return {(d["metadata"].get("namespace", "") if d["kind"] == "Role" else "", d["metadata"]["name"]): d["rules"]
             for d in yaml.safe_load_all(out) if d and d["kind"] in ("Role", "ClusterRole")}
 

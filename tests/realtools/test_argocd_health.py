@@ -111,8 +111,7 @@ def kustomize(argocd):
         missing("kubectl is neither on the PATH nor in the realapi cache (`make realapi`)")
 
     def build(path: Path) -> list[dict[str, Any]]:
-        out = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True, check=True,
-                             timeout=60).stdout
+        out = realserver.kustomize(path, kubectl)
         return [d for d in yaml.load_all(out, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
     return build
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support import factory as F
+from tests.support import realserver
 
 KUBECTL = shutil.which("kubectl")
 OVERLAYS = ["base", "overlays/openshift", "overlays/openshift-4.16", "overlays/argocd", "overlays/openshift-rollout"]
@@ -23,9 +24,7 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on the P
 
 
 def build(path) -> list[dict]:
-    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, check=True,
-                         timeout=60).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return [d for d in yaml.safe_load_all(realserver.kustomize(path, KUBECTL)) if d]
 
 
 def by_kind(docs, kind):

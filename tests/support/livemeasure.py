@@ -132,20 +132,35 @@ def verdicts(binary: Path, pairs: list[tuple[dict, dict]], policies: dict[str, A
     return found if isinstance(found, list) else [found]
 
 
+_BEFORE: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+
+
+def before(live: str, policies: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cluster built and rolled out before any change, with `liveChanges: live` and the
+    administrator's `policies`: the same for every change kind that shares them, so made once per
+    process (the runs are deterministic: the tests fix OCL_RECONCILE_NOW) and copied."""
+    from tests.unit.test_gate import cluster, cycle
+    key = (live, json.dumps(policies, sort_keys=True), os.environ.get("OCL_RECONCILE_NOW", ""))
+    if key not in _BEFORE:
+        with tempfile.TemporaryDirectory() as tmp:
+            items = ndp.with_release(cluster(), "4.18.3")
+            items = [o for o in items if not (o["kind"] == "MachineConfig" and o["metadata"]["name"] == "00-worker")]
+            F.find(items, "ConfigMap", "on-cluster-build-config")[0]["data"]["liveChanges"] = live
+            # extensions and the realtime kernel are installed from the release's extensions image
+            F.find(items, "ConfigMap", "machine-config-osimageurl")[0]["data"]["baseOSExtensionsContainerImage"] = EXT
+            items += [generated(BASE_FILES), ndp.machineconfiguration(policies)]
+            _BEFORE[key] = cycle(_Cli(Path(tmp)), items, mconode.Counter())
+    return copy.deepcopy(_BEFORE[key])
+
+
 def measure(kind: str, live: str, binary: Path) -> Row:
     """One change kind, with `liveChanges: live` (apply or rebuild)."""
-    from tests.unit.test_gate import cluster, cycle
+    from tests.unit.test_gate import cycle
     changed, entries, new_base = CHANGES[kind]
     policies = ndp.merged(files=entries)
     with tempfile.TemporaryDirectory() as tmp:
         cli = _Cli(Path(tmp))
-        items = ndp.with_release(cluster(), "4.18.3")
-        items = [o for o in items if not (o["kind"] == "MachineConfig" and o["metadata"]["name"] == "00-worker")]
-        F.find(items, "ConfigMap", "on-cluster-build-config")[0]["data"]["liveChanges"] = live
-        # extensions and the realtime kernel are installed from the release's extensions image
-        F.find(items, "ConfigMap", "machine-config-osimageurl")[0]["data"]["baseOSExtensionsContainerImage"] = EXT
-        items += [generated(BASE_FILES), ndp.machineconfiguration(policies)]
-        items = cycle(cli, items, mconode.Counter())
+        items = before(live, policies)
         started = {e["metadata"]["name"] for e in F.find(items, "Event") if e["reason"] == "BuildStarted"}
         names = {c["metadata"]["name"] for c in changed}
         items = [o for o in copy.deepcopy(items) if not (o["kind"] == "MachineConfig" and o["metadata"]["name"] in names)]
