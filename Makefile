@@ -111,6 +111,10 @@ mco:
 # its last 5 minutes beside make bench-live (2026-12-05: over the goal, issue 37); 2,344 tests 10 min 41 s
 # and 13 min 53 s alone, the same code using 40% more CPU in the second (2026-12-05; make bench-suite).
 WORKERS ?= 3
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it):
+# without it each worker rewrote and compiled every test module at every run (10 s of CPU a worker;
+# 3.5 s with pytest's cached rewrite) and each ocl-reconcile subprocess compiled the package again.
+test: export PYTHONDONTWRITEBYTECODE =
 test: install realapi argocd kustomize mco cosign policycheck crcrender
 	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
 
@@ -152,5 +156,6 @@ bench-one-run: install realapi
 
 # How long make test takes and where (issue 37: under 10 minutes on 2 cores; bench/suite_time.py): the
 # suite as make test runs it, with each file's wall time and CPU, and how busy the CPUs were. Run it alone.
+bench-suite: export PYTHONDONTWRITEBYTECODE =
 bench-suite: install realapi argocd kustomize mco cosign policycheck crcrender
 	$(PY) bench/suite_time.py --workers $(WORKERS) $(if $(ARGS),-- $(ARGS))

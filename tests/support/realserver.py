@@ -758,13 +758,15 @@ class RealAPI:
         """The events of a WATCH on `path` (a collection, with or without a query) as the admin, from
         its LIST's resourceVersion, until `stop`: what an informer-driven controller reacts to, within
         milliseconds of the write instead of a poll's interval. Each watch lasts a second, so `stop`
-        is seen within one."""
+        is seen within one; the next goes over the same connection. An ERROR event (410 Gone) is
+        passed on, then the watch lists again."""
         sep = "&" if "?" in path else "?"
         version = self.request("GET", path)[1]["metadata"]["resourceVersion"]
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Accept": "application/json"}
-        while not stop.is_set():
-            conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self._ssl(), timeout=30)
-            try:
+        conn = None
+        try:
+            while not stop.is_set():
+                conn = conn or http.client.HTTPSConnection("127.0.0.1", self.port, context=self._ssl(), timeout=30)
                 conn.request("GET", f"{path}{sep}watch=1&timeoutSeconds=1&resourceVersion={version}",
                              headers=headers)
                 resp = conn.getresponse()
@@ -773,11 +775,14 @@ class RealAPI:
                 while line := resp.readline():
                     event = json.loads(line)
                     if event["type"] == "ERROR":        # e.g. 410 Gone: list again, as an informer does
-                        version = self.request("GET", path)[1]["metadata"]["resourceVersion"]
+                        conn.close()
+                        conn, version = None, self.request("GET", path)[1]["metadata"]["resourceVersion"]
+                        yield event
                         break
                     version = event["object"]["metadata"]["resourceVersion"]
                     yield event
-            finally:
+        finally:
+            if conn is not None:
                 conn.close()
 
     @staticmethod
