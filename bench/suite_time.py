@@ -32,6 +32,19 @@ def cpu_times() -> tuple[float, float]:
     return sum(fields) - idle, idle
 
 
+def survivors(marker: bytes) -> list[str]:
+    """The command lines of processes whose environment holds `marker` (the suite's, inherited)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                found.append(command.decode(errors="replace")[:120])
+        except OSError:
+            continue
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers (make test's: 3)")
@@ -45,16 +58,24 @@ def main() -> int:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "suite_time_plugin", *xdist, *args.pytest_args]
         busy0, idle0 = cpu_times()
         started = time.monotonic()
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-        wall = time.monotonic() - started
+        # output to a file, not a pipe: a process the suite left behind would hold a pipe open
+        # and be counted in the wall time (make test waits for pytest only); it is named below
+        with open(Path(tmp) / "out.txt", "w+") as out:
+            done = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+            wall = time.monotonic() - started
+            out.seek(0)
+            output = out.read()
         busy1, idle1 = cpu_times()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows = [json.loads(line) for f in Path(tmp).glob("*.jsonl") for line in f.read_text().splitlines()]
-    lines = done.stdout.strip().splitlines()
+        left = survivors(f"SUITE_TIME_DIR={tmp}".encode())
+    if left:
+        print(f"left running after pytest ended: {'; '.join(left)[:600]}")
+    lines = output.strip().splitlines()
     for line in lines:
         if line.startswith(("FAILED ", "ERROR ")):
             print(line[:300])
-    print(lines[-1] if lines else f"(no pytest output) {done.stderr.strip()[-600:]}")
+    print(lines[-1] if lines else "(no pytest output)")
     print(f"wall {wall / 60:.0f} min {wall % 60:.0f} s; CPU of the run and its children "
           f"{(children.ru_utime + children.ru_stime) / 60:.1f} min on {os.cpu_count()} CPUs; "
           f"the CPUs busy {100 * (busy1 - busy0) / max(1, busy1 - busy0 + idle1 - idle0):.0f}% "
