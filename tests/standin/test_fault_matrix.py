@@ -2,7 +2,9 @@
 each of three ways (500; connection reset before the server applies it; applied but the response
 lost); runs without faults then converge (at most 3) to the cluster a fault-free history gives:
 compared once converged with the fault-free cluster after that step's run, and where it differs, the
-later steps are run on it and the end compared with the fault-free end."""
+later steps are run on it and the end compared with the fault-free end. A case on the fault-free
+cluster after its step has converged where a run on that cluster writes nothing (run once a step):
+the run that would confirm it is that run. Most faulted runs get there themselves (they retry)."""
 
 from __future__ import annotations
 
@@ -133,24 +135,34 @@ def test_every_write_fails_three_ways_and_runs_converge(tmp_path, monkeypatch, c
     monkeypatch.setattr(F, "BUILDER", builder)
     runner = Runner(tmp_path)
     steps = SCENARIOS[scenario]
+    ran = []
+
     def fault_free(items):
         after, count, _, code = runner.run(items)
         assert code == 0
+        ran.append(after)
         return after, count
 
     before_step, write_counts, after, final = history(steps, fault_free)
     expected = comparable(final)
-    covered = rejoined = 0
+    # whether a run on the fault-free cluster after each step writes nothing: a case that reaches
+    # that cluster has converged, and its confirming run would be that run (runs are deterministic)
+    quiet = [not runner.run(copy.deepcopy(items))[2] for items in ran]
+    covered = rejoined = confirmed = 0
     for index, start in enumerate(before_step):
         for nth in range(1, write_counts[index] + 1):
             for mode, spec in MODES.items():
                 state, _, _, _ = runner.run(copy.deepcopy(start), Fault(nth_write=nth, **spec))
-                for _ in range(3):                      # converge without faults
+                clean = 0
+                # converge without faults (at most 3 runs); on the quiet fault-free cluster it has
+                while not (quiet[index] and comparable(state) == after[index]):
+                    if clean == 3:
+                        pytest.fail(f"{scenario}/{builder}: step {index} write {nth} {mode}: no convergence")
                     state, _, writes, code = runner.run(state)
+                    clean += 1
                     if not writes:
                         break
-                else:
-                    pytest.fail(f"{scenario}/{builder}: step {index} write {nth} {mode}: no convergence")
+                confirmed += clean > 0
                 covered += 1
                 if comparable(state) == after[index]:
                     # back on the fault-free history: the later steps' runs are that history's (runs
@@ -166,7 +178,8 @@ def test_every_write_fails_three_ways_and_runs_converge(tmp_path, monkeypatch, c
     assert covered == 3 * sum(write_counts)
     with capsys.disabled():
         print(f" [fault matrix {scenario}/{builder}: {covered} cases = {sum(write_counts)} writes x 3 ways; "
-              f"{rejoined} back on the fault-free history once converged]", end="")
+              f"{rejoined} back on the fault-free history once converged; {covered - confirmed} of them "
+              f"there after the faulted run, a quiet cluster]", end="")
 
 
 def test_the_gate_scenario_goes_through_each_of_its_moves(tmp_path, monkeypatch):
