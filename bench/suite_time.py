@@ -57,7 +57,7 @@ def main() -> int:
         xdist = ["-n", str(args.workers), "--dist", "worksteal"] if args.workers else []
         command = [sys.executable, "-m", "pytest", "-q", "-p", "suite_time_plugin", *xdist, *args.pytest_args]
         busy0, idle0 = cpu_times()
-        started = time.monotonic()
+        started, began = time.monotonic(), time.time()
         # output to a file, not a pipe: a process the suite left behind would hold a pipe open
         # and be counted in the wall time (make test waits for pytest only); it is named below
         with open(Path(tmp) / "out.txt", "w+") as out:
@@ -68,7 +68,12 @@ def main() -> int:
         busy1, idle1 = cpu_times()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows = [json.loads(line) for f in Path(tmp).glob("*.jsonl") for line in f.read_text().splitlines()]
+        moments = Path(tmp) / "moments"
+        marks = [json.loads(line) for line in moments.read_text().splitlines()] if moments.exists() else []
         left = survivors(f"SUITE_TIME_DIR={tmp}".encode())
+    if marks:       # where the wall time outside the tests goes
+        said = [f"{m['w']} {m['what']} {m['at'] - began:.1f}" for m in sorted(marks, key=lambda m: m["at"])]
+        print(f"moments (s after start): {', '.join(said)}, exit {wall:.1f}")
     if left:
         print(f"left running after pytest ended: {'; '.join(left)[:600]}")
     lines = output.strip().splitlines()

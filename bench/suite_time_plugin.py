@@ -51,3 +51,27 @@ def pytest_runtest_protocol(item, nextitem):
                            "start": t0, "end": time.time(), "cpu": time.process_time() - c0,
                            "tree": tree_cpu(os.getpid()) - k0}) + "\n")
     _out.flush()
+
+
+def _mark(name: str) -> None:
+    """The run's moments, in the process that runs pytest (its workers too): $SUITE_TIME_DIR/moments."""
+    with open(os.path.join(os.environ["SUITE_TIME_DIR"], "moments"), "a") as out:
+        out.write(json.dumps({"w": os.environ.get("PYTEST_XDIST_WORKER", "main"), "what": name,
+                              "at": time.time()}) + "\n")
+
+
+def pytest_sessionstart(session):
+    _mark("sessionstart")
+
+
+def pytest_collection_finish(session):
+    _mark("collected")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    _mark("sessionfinish")
+
+
+def pytest_unconfigure(config):
+    _mark("unconfigure")
