@@ -81,7 +81,7 @@ def main() -> int:
         if line.startswith(("FAILED ", "ERROR ")):
             print(line[:300])
     print(lines[-1] if lines else "(no pytest output)")
-    print(f"wall {wall / 60:.0f} min {wall % 60:.0f} s; CPU of the run and its children "
+    print(f"wall {int(wall // 60)} min {int(wall % 60)} s; CPU of the run and its children "
           f"{(children.ru_utime + children.ru_stime) / 60:.1f} min on {os.cpu_count()} CPUs; "
           f"the CPUs busy {100 * (busy1 - busy0) / max(1, busy1 - busy0 + idle1 - idle0):.0f}% "
           f"(other processes included)")
