@@ -5,8 +5,8 @@ The server authenticates two static admin tokens (group system:masters: `admin`,
 the product, kubectl and the MCO's controllers use, and the tests' own client) and ServiceAccount
 tokens signed by a key made here and issued through the TokenRequest API; authorizes with RBAC; runs
 the admission plugins that matter to us; and writes an audit log, the source of truth for request
-counts (of every request but the tests' own client's reads). It serves the openshift/api CRDs for MachineConfigPool, MachineConfig and OSImageStream (from
-`../shared/schemas/`), Proxy (`tests/tools/realapi/crds/`), and a CRD for `build.openshift.io/v1` Builds
+counts (of every request but the tests' own client's reads). It serves the openshift/api CRDs for
+MachineConfigPool, MachineConfig and OSImageStream (from `../shared/schemas/`), Proxy (`tests/tools/realapi/crds/`), and a CRD for `build.openshift.io/v1` Builds
 made from the Build schema in `../shared/schemas/jsonschema/` (OpenShift serves Builds from its own
 API server: a CRD gives their shape and the RBAC and audit of a real server, not OpenShift's build
 admission or defaulting; see docs/development.md). The MCO's own two ValidatingAdmissionPolicies for
@@ -40,7 +40,7 @@ import yaml
 
 from reconcile import cli
 from reconcile.cluster.live import api_prefix
-from reconcile.contract import objects, yamlio
+from reconcile.contract import naming, objects, yamlio
 from reconcile.core import events
 from tests.support import factory as F
 
@@ -98,7 +98,6 @@ SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: what RealAPI.items() reads: these kinds in SCENARIO_NAMESPACES, and these cluster-scoped ones
 ITEM_KINDS = ("ConfigMap", "Secret", "Pod", "Build", "PersistentVolumeClaim", "Event", "Lease")
 ITEM_CLUSTER_KINDS = ("MachineConfigPool", "MachineConfig", "Proxy", "Node")
-MANAGED_BY = "app.kubernetes.io/managed-by"
 #: objects of these kinds in these namespaces are part of the fixture, never cleared
 KEEP = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt"), ("OSImageStream", "cluster"),
         ("ConfigMap", "ocl-reconciler-rollout"),
@@ -855,7 +854,7 @@ class RealAPI:
         items() makes 32 (owned() is called in every loop of the realapi scenarios)."""
         kinds = [*ITEM_KINDS, *ITEM_CLUSTER_KINDS]
         out = [o for kind in kinds if kind not in ("Event", "Lease")
-               for o in self.list(kind, selector=f"{MANAGED_BY}=ocl-reconciler")
+               for o in self.list(kind, selector=objects.selector_string(naming.SELECTOR))
                if (kind, o["metadata"]["name"]) not in KEEP
                and o["metadata"].get("namespace", "") in ("", *SCENARIO_NAMESPACES)]
         return sorted(out, key=lambda o: (kinds.index(o["kind"]),
