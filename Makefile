@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo demo-installed test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -15,47 +15,67 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+# `make demo` runs the work tree (the editable install of .venv); `make demo-installed` runs the same
+# steps with the package as a user installs it: a wheel, not editable, in $(INSTALLED) beside the
+# pinned runtime dependencies (requirements.lock), as the Containerfile installs it. The example
+# scripts (examples/*.py) import whichever package is installed where they run.
+INSTALLED := .installed
 demo: install
+demo: OCL = $(VENV)/bin/ocl-reconcile
+demo: DEMO_PY = $(PY)
+demo-installed: $(INSTALLED)/.done
+demo-installed: OCL = $(INSTALLED)/bin/ocl-reconcile
+demo-installed: DEMO_PY = $(INSTALLED)/bin/python
+
+$(INSTALLED)/.done: pyproject.toml setup.py requirements.lock $(shell find reconcile manifests -type f -not -path '*/__pycache__/*')
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ocl-reconciler needs Python >= 3.11")'
+	rm -rf $(INSTALLED) && $(PYTHON) -m venv $(INSTALLED)
+	$(INSTALLED)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
+	rm -rf $(INSTALLED).dist && $(INSTALLED)/bin/pip wheel --quiet --disable-pip-version-check --no-deps -w $(INSTALLED).dist .
+	$(INSTALLED)/bin/pip install --quiet --disable-pip-version-check --no-deps $(INSTALLED).dist/ocl_reconciler-*.whl
+	@rm -rf build $(INSTALLED).dist && touch $@
+
+demo demo-installed:
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
 	@echo '### 1. diff: what a first run would do to examples/cluster.yaml (exit 1 = changes)'
-	-$(VENV)/bin/ocl-reconcile diff --snapshot examples/cluster.yaml > $(DEMO)/diff.txt; \
+	-$(OCL) diff --snapshot examples/cluster.yaml > $(DEMO)/diff.txt; \
 	  grep '^=====' $(DEMO)/diff.txt; echo '   [the worker pool patch:]'; \
 	  sed -n '/^===== patch .*MachineConfigPool worker/,/^=====/p' $(DEMO)/diff.txt | sed '1d;$$d'; \
 	  echo '   [full diff in $(DEMO)/diff.txt]'; tail -n 1 $(DEMO)/diff.txt
 	@echo; echo '### 2. run: apply it, writing the resulting cluster to $(DEMO)/run1.yaml'
-	$(VENV)/bin/ocl-reconcile run --snapshot examples/cluster.yaml --write-snapshot $(DEMO)/run1.yaml
+	$(OCL) run --snapshot examples/cluster.yaml --write-snapshot $(DEMO)/run1.yaml
 	@echo; echo '### 3. status (-o wide: the architecture of the pool'"'"'s nodes, the release'"'"'s builder image)'
-	$(VENV)/bin/ocl-reconcile status -o wide --snapshot $(DEMO)/run1.yaml
+	$(OCL) status -o wide --snapshot $(DEMO)/run1.yaml
 	@echo; echo '### 4. a kubelet finishes the builds: worker succeeds, infra fails'
-	$(PY) examples/kubelet.py $(DEMO)/run1.yaml $(DEMO)/kubelet.yaml --pool worker=Succeeded --pool infra=Failed
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/kubelet.yaml --write-snapshot $(DEMO)/run2.yaml
-	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run2.yaml
+	$(DEMO_PY) examples/kubelet.py $(DEMO)/run1.yaml $(DEMO)/kubelet.yaml --pool worker=Succeeded --pool infra=Failed
+	$(OCL) run --snapshot $(DEMO)/kubelet.yaml --write-snapshot $(DEMO)/run2.yaml
+	$(OCL) status --snapshot $(DEMO)/run2.yaml
 	@echo; echo '### 5. converged: diff shows nothing and exits 0'
-	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
+	$(OCL) diff --snapshot $(DEMO)/run2.yaml && echo 'no differences'
 	@echo; echo '### 6. explain: why infra stays Failed, and what would build it again'
-	$(VENV)/bin/ocl-reconcile explain infra --snapshot $(DEMO)/run2.yaml | sed -n '/^decision/,$$p'
+	$(OCL) explain infra --snapshot $(DEMO)/run2.yaml | sed -n '/^decision/,$$p'
 	@echo; echo '### 7. follow its advice: a rebuild token (oc annotate mcp infra ...), and this time the build succeeds'
-	$(PY) examples/annotate.py $(DEMO)/run2.yaml $(DEMO)/token.yaml infra ocl-reconciler.io/rebuild=1
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/token.yaml --write-snapshot $(DEMO)/run3.yaml
-	$(PY) examples/kubelet.py $(DEMO)/run3.yaml $(DEMO)/kubelet2.yaml --pool infra=Succeeded
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/kubelet2.yaml --write-snapshot $(DEMO)/run4.yaml
+	$(DEMO_PY) examples/annotate.py $(DEMO)/run2.yaml $(DEMO)/token.yaml infra ocl-reconciler.io/rebuild=1
+	$(OCL) run --snapshot $(DEMO)/token.yaml --write-snapshot $(DEMO)/run3.yaml
+	$(DEMO_PY) examples/kubelet.py $(DEMO)/run3.yaml $(DEMO)/kubelet2.yaml --pool infra=Succeeded
+	$(OCL) run --snapshot $(DEMO)/kubelet2.yaml --write-snapshot $(DEMO)/run4.yaml
 	@echo; echo '### 8. rollout: machineconfig hands each image to the MCO: one MachineConfig per pool, only osImageURL'
-	$(PY) examples/settings.py $(DEMO)/run4.yaml $(DEMO)/mc.yaml rollout=machineconfig
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run5.yaml
+	$(DEMO_PY) examples/settings.py $(DEMO)/run4.yaml $(DEMO)/mc.yaml rollout=machineconfig
+	$(OCL) run --snapshot $(DEMO)/mc.yaml --write-snapshot $(DEMO)/run5.yaml
 	@echo '   [the MCO (imitated: examples/mco.py) renders them into the pools: new rendered configs, same content]'
-	$(PY) examples/mco.py $(DEMO)/run5.yaml $(DEMO)/rendered.yaml
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run6.yaml
+	$(DEMO_PY) examples/mco.py $(DEMO)/run5.yaml $(DEMO)/rendered.yaml
+	$(OCL) run --snapshot $(DEMO)/rendered.yaml --write-snapshot $(DEMO)/run6.yaml
 	@echo '   [worker'"'"'s MachineConfig came second: infra selects worker'"'"'s MachineConfigs (OpenShift 4.18 requires it),'
 	@echo '    so infra'"'"'s own had to exist first, or infra'"'"'s nodes would boot worker'"'"'s image. The MCO renders again:]'
-	$(PY) examples/mco.py $(DEMO)/run6.yaml $(DEMO)/rendered2.yaml
-	$(VENV)/bin/ocl-reconcile run --snapshot $(DEMO)/rendered2.yaml --write-snapshot $(DEMO)/run7.yaml
-	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/run7.yaml
-	$(VENV)/bin/ocl-reconcile diff --snapshot $(DEMO)/run7.yaml && echo 'no differences: nothing is built again'
+	$(DEMO_PY) examples/mco.py $(DEMO)/run6.yaml $(DEMO)/rendered2.yaml
+	$(OCL) run --snapshot $(DEMO)/rendered2.yaml --write-snapshot $(DEMO)/run7.yaml
+	$(OCL) status --snapshot $(DEMO)/run7.yaml
+	$(OCL) diff --snapshot $(DEMO)/run7.yaml && echo 'no differences: nothing is built again'
 	@echo; echo '### 9. the same in one run: run --wait follows its changes (examples/follow.py plays the kubelet and the MCO'"'"'s'
 	@echo '    render as it waits) from step 8'"'"'s snapshot: infra'"'"'s MachineConfig, then worker'"'"'s in the same run, the renders'
 	@echo '    followed, both pools released: one run where step 8 took three'
-	$(PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
-	$(VENV)/bin/ocl-reconcile status --snapshot $(DEMO)/followed.yaml
+	$(DEMO_PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
+	$(OCL) status --snapshot $(DEMO)/followed.yaml
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
@@ -121,7 +141,7 @@ test: install realapi argocd kustomize mco cosign policycheck crcrender
 
 lint: install
 	$(PY) -m pip install --quiet --disable-pip-version-check ruff
-	$(VENV)/bin/ruff check reconcile tests bench examples
+	$(VENV)/bin/ruff check reconcile tests bench examples setup.py
 
 bench: install
 	$(PY) bench/plan_scale.py
@@ -140,7 +160,7 @@ lock:
 	  .lock-venv/bin/pip freeze --exclude ocl-reconciler; } > requirements.lock && rm -rf .lock-venv build
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache
+	rm -rf $(VENV) $(DEMO) $(INSTALLED) .pytest_cache
 
 # What each kind of change costs a pool, with and without live changes and under the MCO's own
 # layering's rule (bench/live_changes.py; docs/rollout.md's table): on the real kube-apiserver with the

@@ -16,7 +16,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the checkout, after an installed package
 
 from reconcile.cluster import snapshot
 from reconcile.contract import naming, objects  # noqa: E402

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the checkout, after an installed package
 
 from reconcile.cluster import snapshot  # noqa: E402
 from reconcile.contract import selector  # noqa: E402

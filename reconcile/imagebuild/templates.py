@@ -24,12 +24,14 @@ from reconcile.contract import yamlio
 
 
 def _manifests() -> Path:
-    """manifests/ of a checkout (editable install), else the copy installed inside the package."""
+    """The copy installed inside the package (reconcile/manifests, from a wheel), else manifests/ of
+    the checkout (an editable install). The package's own copy comes first: beside an installed
+    package is site-packages, where a folder named `manifests` may be anybody's."""
     if os.environ.get("OCL_MANIFESTS"):
         return Path(os.environ["OCL_MANIFESTS"])
     package = Path(__file__).resolve().parents[1]              # reconcile/
-    checkout = package.parent / "manifests"
-    return checkout if checkout.is_dir() else package / "manifests"
+    installed = package / "manifests"
+    return installed if installed.is_dir() else package.parent / "manifests"
 
 
 MANIFESTS = _manifests()

@@ -65,7 +65,7 @@ NOT_RUN_HERE = {
     ("admin.md", "oc get co machine-config"): "OpenShift",
     ("admin.md", "oc logs -n ocl-reconciler pod/ocl-build-worker-<id>          # custom-pod-builder"): "kubelet",
     ("admin.md", "oc debug node/<node> -- chroot /host rpm-ostree status"): "OpenShift",
-    ("admin.md", "python3 -m venv ~/.venvs/ocl && ~/.venvs/ocl/bin/pip install ./ocl-reconciler"): "pip",
+    ("admin.md", "python3 -m venv ~/.venvs/ocl && ~/.venvs/ocl/bin/pip install -r ocl-reconciler/requirements.lock"): "pip",
     ("admin.md", "podman run --rm --userns=keep-id:uid=1001 -v \"$HOME/.kube/config:/kubeconfig:ro,Z\" \\"): "podman",
     ("namespace.md", "oc policy add-role-to-user system:image-puller \\"): "OpenShift",
     ("argocd.md", "oc -n argocd get configmap argocd-cm -o yaml > argocd-cm.yaml        # or the argocd-cm "
