@@ -105,10 +105,16 @@ def recorded_content(ann: Mapping[str, str], rendered_config: str) -> str | None
     return digest if sep and digest and name == rendered_config else None
 
 
-def one_line(text: str, limit: int = 512) -> str:
-    """Annotations hold one line: collapse whitespace, cap the length."""
+def one_line(text: str, limit: int = 512, keep_end: bool = False) -> str:
+    """Annotations hold one line: collapse whitespace, cap the length (`keep_end`: by cutting the
+    middle, for a reason whose cause comes last, as in a Go error chain)."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    if len(flat) <= limit:
+        return flat
+    if keep_end:
+        head = (limit - 3) // 2
+        return flat[:head] + "..." + flat[len(flat) - (limit - 3 - head):]
+    return flat[: limit - 3] + "..."
 
 
 def changes(current: Mapping[str, str], wanted: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -48,15 +48,18 @@ def _volume(v: Any) -> dict[str, Any]:
 
 
 def _shape(pod: Mapping[str, Any]) -> str:
-    """What the Pod runs, with what: each container's image, command, args, env and mounts, and
-    the volumes' sources (what the API server and admission leave as the template made them)."""
+    """What the Pod runs, with what, as whom: each container's image, command, args, env and mounts,
+    the volumes' sources and the ServiceAccount (what the API server and admission leave as the
+    template made them)."""
     spec = pod.get("spec")
+    account = spec.get("serviceAccountName") if isinstance(spec, Mapping) else None
     return _canon({part: [{"name": c.get("name"), "image": c.get("image"), "command": c.get("command"),
                            "args": c.get("args"), "env": c.get("env"),
                            "mounts": sorted(_canon(m) for m in _list(c, "volumeMounts"))}
                           for c in _list(spec, part) if isinstance(c, Mapping)]
                    for part in ("initContainers", "containers")}
-                  | {"volumes": sorted(_canon(_volume(v)) for v in _list(spec, "volumes"))})
+                  | {"volumes": sorted(_canon(_volume(v)) for v in _list(spec, "volumes")),
+                     "serviceAccountName": account})
 
 
 def made_as(pod: Mapping[str, Any], want: Mapping[str, Any]) -> bool:

@@ -61,13 +61,16 @@ class Cosign:
     home: Path
     ca: Path
 
-    def run(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
-               "COSIGN_PASSWORD": KEY_PASSWORD, "SSL_CERT_FILE": str(self.ca),
-               "DOCKER_CONFIG": str(self.home / ".docker"), "TUF_ROOT": str(self.home / ".sigstore")}
+    def run(self, *args: str, cwd: Path | None = None, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """cosign with `args`; `env`: its whole environment instead of this harness's (a signing
+        Pod's, tests/realtools/test_signing_faults.py); `check`: a failure raises."""
+        env = env or {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
+                      "COSIGN_PASSWORD": KEY_PASSWORD, "SSL_CERT_FILE": str(self.ca),
+                      "DOCKER_CONFIG": str(self.home / ".docker"), "TUF_ROOT": str(self.home / ".sigstore")}
         result = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env,
                                 cwd=cwd or self.home, timeout=300)
-        if result.returncode != 0:
+        if check and result.returncode != 0:
             raise AssertionError(f"cosign {' '.join(args)} failed: {result.stderr[-2000:]}")
         return result
 
@@ -158,3 +161,90 @@ def policycheck(binary: Path, files: NodeFiles, image: str, cert_dir: Path) -> V
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     return Verdict(out["allowed"], out["error"], out.get("errorType", ""))
+
+
+#: distribution's answer to a request the registry's access control refuses (distribution
+#: docs/spec/api.md, "Errors": DENIED, 403, "requested access to the resource is denied")
+DENIED = {"errors": [{"code": "DENIED", "message": "requested access to the resource is denied", "detail": None}]}
+
+
+class Refusing:
+    """A TLS front (the registry's own certificate) of a real `docker-registry`
+    (tests/support/realbuild.Registry): it answers the requests `refuse(method, path)` picks with
+    distribution's DENIED and hands every other to the registry unchanged, the registry's answer
+    back. `host` is what clients are given; `refused` lists what it refused."""
+
+    def __init__(self, backend: Any, refuse: Any):
+        import http.client
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if front.refuse(self.command, self.path):
+                    front.refused.append((self.command, self.path))
+                    data = json.dumps(DENIED).encode()
+                    self.send_response(403)
+                    self.send_header("Content-Type", "application/json; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                conn = http.client.HTTPSConnection(backend.host, context=backend.context, timeout=30)
+                conn.request(self.command, self.path, body=body or None,
+                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", resp.getheader("Content-Length") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+        self.refuse, self.refused = refuse, []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(str(backend.tls.cert), str(backend.tls.key))
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def push_signature(registry: Any, repo: str, digest: str, key: Any) -> str:
+    """A cosign signature of `repo@digest` pushed as cosign 2.x attaches one: an OCI manifest
+    under the tag `sha256-<hex>.sig` (pkg/oci/remote/remote.go, `SignatureTag`) whose layer is the
+    simple-signing payload (`application/vnd.dev.cosign.simplesigning.v1+json`) with its signature
+    in the `dev.cosignproject.cosign/signature` annotation. Returns the tag."""
+    from tests.support import realbuild as R
+    from tests.support.fakeregistry import cosign_signature
+    payload, signature = cosign_signature(key, digest, f"{registry.host}/{repo}")
+    layer = R.upload_blob(registry, repo, payload)
+    config = R.upload_blob(registry, repo, json.dumps({
+        "architecture": "", "os": "", "config": {}, "rootfs": {"type": "layers", "diff_ids": [
+            layer["digest"]]}}).encode())
+    tag = digest.replace(":", "-") + ".sig"
+    R.put_manifest(registry, repo, tag, {
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
+        "layers": [dict(layer, mediaType="application/vnd.dev.cosign.simplesigning.v1+json",
+                        annotations={"dev.cosignproject.cosign/signature": signature})]})
+    return tag

@@ -212,13 +212,14 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     failed = g.status is not None and g.status.state == A.FAILED
     said = g.status.message if g.status is not None and g.status.message else ""
     if g.impostor:
-        said = (f"Pod {g.pod_name} is not the signing Pod this run makes (another image, command or "
-                "volumes): deleted, its status ignored; the next run makes ours")
+        said = (f"Pod {g.pod_name} is not the signing Pod this run makes (another image, command, "
+                "volumes or ServiceAccount): deleted, its status ignored; the next run makes ours")
     if g.then in signing.FRESH:
         what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
         if failed:
-            return s.record(A.FAILED, f"{what} {g.image}, not recorded: {said} "
-                                      "(docs/signing.md, \"Troubleshooting\")")
+            # cosign's cause ends its line (a Go error chain): a message too long loses its middle
+            return s.record(A.FAILED, A.one_line(f"{what} {g.image}, not recorded: {said} "
+                                                 "(docs/signing.md, \"Troubleshooting\")", keep_end=True))
         return s.record(A.BUILDING, "; ".join(m for m in (f"{what} {g.image}; signing it with {keys}: Pod "
                                                            f"{g.pod_name}", said) if m))
     if failed:
