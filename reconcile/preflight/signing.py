@@ -89,19 +89,55 @@ def check_policy_key(f: Facts) -> list[Line]:
     return out
 
 
-def _requirement(policy_json: str, repo: str) -> list[bytes]:
-    """The public keys of the sigstoreSigned requirements of the scopes covering `repo`."""
+def _identity_refused(identity: Any, repo: str) -> str:
+    """"" when a requirement's `signedIdentity` accepts the builds' signatures for `<repo>@<digest>`,
+    else the rule's name. cosign claims the repository alone (sigstore/sigstore payload.go,
+    `SimpleContainerImage`): `matchRepository` accepts it, and `exactRepository` naming `repo`; the
+    others refuse a claim without a tag or digest (containers/image
+    signature/policy_reference_match.go), `matchRepoDigestOrExact` also where the rule is absent
+    (containers-policy.json(5): its default)."""
+    kind = identity.get("type") if isinstance(identity, Mapping) else None
+    if kind == "matchRepository" or (kind == "exactRepository" and identity.get("dockerRepository") == repo):
+        return ""
+    return str(kind or "matchRepoDigestOrExact")
+
+
+def _specificity(scope: str) -> tuple[bool, int]:
+    """containers/image applies the requirements of the most specific scope alone: the repository,
+    then each namespace, the host, then `*.` domains (docker/policyconfiguration/naming.go,
+    `DockerReferenceNamespaces`): of the scopes covering a repository the longer wins, a wildcard last."""
+    return (not scope.startswith("*."), len(scope))
+
+
+def _requirement(policy_json: str, repo: str) -> tuple[str, list[Mapping[str, Any]]]:
+    """The most specific docker scope of policy.json covering `repo` and its sigstoreSigned
+    requirements (every one applies); ("", []) where none."""
     try:
         doc = json.loads(policy_json)
     except ValueError:
-        return []
+        return "", []
     scopes = ((doc.get("transports") or {}).get("docker") or {}) if isinstance(doc, Mapping) else {}
+    found = [s for s, r in scopes.items() if signing.covers(s, repo) and isinstance(r, list)]
+    if not found:
+        return "", []
+    scope = max(found, key=_specificity)
+    return scope, [r for r in scopes[scope] if isinstance(r, Mapping) and r.get("type") == "sigstoreSigned"]
+
+
+def _refusals(required: list[Mapping[str, Any]], ours: set[str], repo: str) -> list[str]:
+    """What in these requirements refuses an image the builds signed: a key not theirs (all are
+    required), an identity rule that refuses cosign's claim."""
     out = []
-    for scope, requirements in scopes.items():
-        if signing.covers(scope, repo) and isinstance(requirements, list):
-            out += [signing.policy_key({"spec": {"policy": {"rootOfTrust": {"publicKey": {
-                "keyData": r.get("keyData")}}}}}) or b"" for r in requirements
-                    if isinstance(r, Mapping) and r.get("type") == "sigstoreSigned"]
+    for r in required:
+        root = {"rootOfTrust": {"publicKey": {"keyData": r.get("keyData")}}}
+        key = signing.policy_key({"spec": {"policy": root}})
+        printed = signing.fingerprint(key) if key else None
+        if printed not in ours:
+            out.append(f"a key none the builds sign with ({printed[:19]}...)" if printed else "no PEM key")
+        refused = _identity_refused(r.get("signedIdentity"), repo)
+        if refused:
+            out.append(f"signedIdentity {refused}, which refuses their signatures (cosign names the "
+                       "repository alone)")
     return out
 
 
@@ -120,11 +156,18 @@ def check_rendered_policy(f: Facts) -> list[Line]:
         if name in f.rendered_policy_errors:
             out.append((WARN, f"pool {name}: cannot read {rendered}: {f.rendered_policy_errors[name]}", ""))
             continue
-        required = _requirement(f.rendered_policies.get(name, ""), f.settings.repo)
-        keys = {signing.fingerprint(k) for k in required}
-        if keys & ours:
+        scope, required = _requirement(f.rendered_policies.get(name, ""), f.settings.repo)
+        refusals = _refusals(required, ours, f.settings.repo)
+        if required and not refusals:
             out.append((OK, f"pool {name}: {rendered} requires our signature for {f.settings.repo} in "
                             "/etc/containers/policy.json", ""))
+        elif refusals:
+            out.append((FAIL, f"pool {name}: {rendered} requires for {f.settings.repo} (scope {scope} of "
+                              f"/etc/containers/policy.json) {'; '.join(refusals)}: its nodes would refuse "
+                              "every image the builds sign",
+                        "every ClusterImagePolicy covering the repository must hold a key of "
+                        f"{signing.KEY_SECRETS!r} and signedIdentity MatchRepository (docs/signing.md, "
+                        "\"Which identity rule\"); then wait for the pool to render it"))
         else:
             out.append((WARN, f"pool {name}: {rendered} has no sigstoreSigned requirement with our key for "
                               f"{f.settings.repo} in /etc/containers/policy.json yet",
