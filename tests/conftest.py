@@ -167,7 +167,7 @@ def mco(mco_installed, real, tmp_path, monkeypatch):
 LONG_FIRST = ("tests/realapi/test_admin_docs.py", "tests/unit/test_fuzz.py::test_mutated_snapshots_fail_cleanly",
               "tests/realapi/test_realapi_gate.py", "tests/standin/test_fault_matrix.py",
               "tests/realapi/test_realapi_live_table.py", "tests/realtools/test_live_table.py",
-              "tests/realapi/test_realapi_rbac.py")
+              "tests/realapi/test_realapi_rbac.py", "tests/realapi/test_realapi_wait_held.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

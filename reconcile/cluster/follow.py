@@ -133,9 +133,10 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
                 if event.type == "ERROR":       # a watch refused (no `watch` in the Role): as a failed read
                     refused = RunResult(done.result.outcomes, str(event.obj.get("message")))
                     return replace(done, result=refused), Ended(UNREAD, tuple(current))
-                if event.type == "RELIST":
+                if event.type == "RELIST":      # each stream that expired: its LIST again, all watched anew
                     cache.relist(event.stream)
-                    watcher.close()
+                    if watcher is not None:     # closed by an earlier RELIST of the same events
+                        watcher.close()
                     watcher = None
                 else:
                     cache.apply(event)

@@ -31,6 +31,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -293,8 +294,9 @@ def build_crd() -> dict[str, Any]:
 class RealAPI:
     """etcd + kube-apiserver in a temporary folder; `stop()` leaves no process behind."""
 
-    def __init__(self, root: Path, bindir: Path):
+    def __init__(self, root: Path, bindir: Path, apiserver_args: tuple[str, ...] = ()):
         self.root, self.bindir = root, bindir
+        self.apiserver_args = apiserver_args    # more kube-apiserver flags (a module's own server)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -362,7 +364,7 @@ class RealAPI:
             "--enable-priority-and-fairness=false", "--allow-privileged=true",
             "--etcd-compaction-interval", "1s",        # lets a test expire a continue token
             "--feature-gates", "ListFromCacheSnapshot=false",   # ...as releases before 1.34 do
-            "-v", "0"])
+            "-v", "0", *self.apiserver_args])
 
     def _ssl(self) -> ssl.SSLContext:
         if self._context is None:
@@ -383,6 +385,18 @@ class RealAPI:
                     last = str(err)
             time.sleep(0.2)
         raise RuntimeError(f"kube-apiserver not ready within 60 s ({last}): {self.tail()}")
+
+    def compact(self) -> int:
+        """etcd compacted to its current revision (etcd's own v3 API, as the apiserver's compactor does
+        every second): a watch served from etcd from an older resourceVersion is then 410 Gone."""
+        def etcd(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(self.etcd_url + path, json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return json.load(resp)
+        revision = int(etcd("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+        etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def tail(self) -> str:
         out = []
@@ -911,8 +925,10 @@ class RealAPI:
     def audit_mark(self) -> int:
         return self.audit_log.stat().st_size if self.audit_log.exists() else 0
 
-    def audit(self, since: int, user: str | None = None) -> list[dict[str, Any]]:
-        """Audit events after offset `since`, once a marker request made now has been logged."""
+    def audit(self, since: int, user: str | None = None,
+              stages: tuple[str, ...] = ("ResponseComplete",)) -> list[dict[str, Any]]:
+        """Audit events after offset `since`, once a marker request made now has been logged (a watch
+        still open has only its ResponseStarted event)."""
         marker = f"ocl-audit-marker-{time.monotonic_ns()}"
         self.request("GET", f"/api/v1/namespaces/{marker}", ok=(404,))
         deadline = time.monotonic() + 10
@@ -925,7 +941,7 @@ class RealAPI:
             if time.monotonic() > deadline:
                 raise RuntimeError("the audit marker never reached the audit log")
             time.sleep(0.05)
-        return [e for e in events if e.get("stage") == "ResponseComplete"
+        return [e for e in events if e.get("stage") in stages
                 and (user is None or e.get("user", {}).get("username") == user)]
 
 
@@ -1017,10 +1033,11 @@ class Real:
 
 
 
-def start_installed(root: Path) -> RealAPI:
+def start_installed(root: Path, apiserver_args: tuple[str, ...] = ()) -> RealAPI:
     """A started server with kustomize/base and the MCO's pool policies installed, and a token of
-    our ServiceAccount (`sa_token`): the suite's session server, or a module's own."""
-    api = RealAPI(root, binaries()).start()
+    our ServiceAccount (`sa_token`): the suite's session server, or a module's own (with more
+    kube-apiserver flags)."""
+    api = RealAPI(root, binaries(), apiserver_args).start()
     try:
         api.install_product()
         api.install_mco_policies()
