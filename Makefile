@@ -135,9 +135,18 @@ WORKERS ?= 3
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it):
 # without it each worker rewrote and compiled every test module at every run (10 s of CPU a worker;
 # 3.5 s with pytest's cached rewrite) and each ocl-reconcile subprocess compiled the package again.
+# The tests run in a random order (pytest-randomly), as Kubernetes runs its own unit tests shuffled: a
+# test that passes only after another hides a defect (issue 57). The seed is printed before and after
+# the run; `make test SEED=N` repeats an order; SEED=none runs them in file order.
+ifeq ($(origin SEED),undefined)
+SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
+ORDER = $(if $(filter none,$(SEED)),-p no:randomly,-p randomly --randomly-seed=$(SEED))
 test: export PYTHONDONTWRITEBYTECODE =
 test: install realapi argocd kustomize mco cosign policycheck crcrender
-	$(PY) -m pytest -q $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal)
+	@echo 'test order: SEED=$(SEED) (make test SEED=$(SEED) repeats it)'
+	$(PY) -m pytest -q $(ORDER) $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal) \
+	  || { echo 'make test failed with SEED=$(SEED): make test SEED=$(SEED) repeats this order'; exit 1; }
 
 lint: install
 	$(PY) -m pip install --quiet --disable-pip-version-check ruff

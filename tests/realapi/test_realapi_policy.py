@@ -51,9 +51,10 @@ def create_before_the_policy(server, pool: dict) -> None:
                               f"ValidatingAdmissionPolicy '{realserver.SELECTOR_POLICY}'")
 
 
-def test_the_policies_are_enforced_as_the_mco_deploys_them(server):
+def test_the_policies_are_enforced_as_the_mco_deploys_them(real, server):
     """The harness's premise: the server refuses a pool of the old shape with the policy's own
-    message, and admits the 4.18 shape."""
+    message, and admits the 4.18 shape (`real` resets the server first: a pool `infra` that an
+    earlier test left would answer the admitted dry run 409, issue 57)."""
     status, body = server.request("POST", server.path("MachineConfigPool") + "?dryRun=All",
                                   server.probe_pool(old_shape()), ok=(403, 422))
     assert status == 422 and body["reason"] == "Invalid", body

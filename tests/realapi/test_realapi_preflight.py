@@ -64,7 +64,14 @@ def openshift(server, tmp_path_factory):
     root = tmp_path_factory.mktemp("preflight")
     ca = R.TestCA(root / "ca")
     reg = R.Registry(root, tls=ca, htpasswd=_htpasswd(root / "htpasswd"))
-    server.add_crds([CLUSTERVERSION_CRD])
+    try:
+        with server.serving([CLUSTERVERSION_CRD]):
+            yield from _good_setup(server, reg, ca, root)
+    finally:
+        reg.stop()
+
+
+def _good_setup(server, reg, ca, root):
     version = {"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion", "metadata": {"name": "version"},
                "spec": {"channel": "stable-4.19"}}
     path = "/apis/config.openshift.io/v1/clusterversions"
@@ -82,8 +89,7 @@ def openshift(server, tmp_path_factory):
     finally:
         set_image(server, admin, "ocl-reconciler:latest")
         server.remove_rollout()
-        server.remove_crds([CLUSTERVERSION_CRD["metadata"]["name"]])
-        reg.stop()
+        server.request("DELETE", f"{path}/version", ok=(404,))
 
 
 def secret(name: str, host: str, user: str = USER, password: str = PASSWORD) -> dict[str, Any]:
@@ -323,18 +329,19 @@ def test_a_registry_certificate_is_verified(real, openshift):
 def test_a_machineosconfig_for_our_pool_fails_two_builders(real, openshift, server):
     reg, ca = openshift
     real.seed(good(reg))
-    crd = yaml.safe_load(MOSC_CRD.read_text())
-    server.add_crds([crd])
-    try:
-        server.request("POST", "/apis/machineconfiguration.openshift.io/v1/machineosconfigs", {
+    path = "/apis/machineconfiguration.openshift.io/v1/machineosconfigs"
+    # the MCO's controllers (test_realapi_live_table, _follow, ...) may have left the CRD served
+    with server.serving([yaml.safe_load(MOSC_CRD.read_text())]):
+        server.request("POST", path, {
             "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
             "metadata": {"name": "worker"},
             "spec": {"machineConfigPool": {"name": "worker"}, "imageBuilder": {"imageBuilderType": "Job"},
                      "renderedImagePushSecret": {"name": "push-secret"},
                      "renderedImagePushSpec": f"{reg.host}/ocl/mco-image:latest"}})
-        code, lines = preflight(real, ca)
-    finally:
-        server.remove_crds([crd["metadata"]["name"]])
+        try:
+            code, lines = preflight(real, ca)
+        finally:
+            server.request("DELETE", f"{path}/worker", ok=(404,))
     assert code == 2 and failing(lines) == {"mco-builder"}, lines
     (line,) = by_check(lines)["mco-builder"]
     assert line["message"].startswith("MachineOSConfig worker has the MCO build pool worker")

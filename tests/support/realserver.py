@@ -458,16 +458,20 @@ class RealAPI:
     @contextlib.contextmanager
     def serving(self, crds: list[dict[str, Any]]) -> Iterator[RealAPI]:
         """Serve CRDs for a while (a module's own, such as an UNSERVED kind's: reset() clears its
-        objects meanwhile), then remove them (their objects go with them): other modules' server is
-        as before."""
-        self.add_crds(crds)
-        kinds = {crd["spec"]["names"]["kind"] for crd in crds}
+        objects meanwhile), then remove those it added (their objects go with them). A CRD that an
+        earlier test left served (the MCO's controllers install theirs once a server) is used as it
+        is and stays: the caller deletes the objects it made. Either way the server is as before,
+        whichever test ran first (issue 57: a POST of a served CRD answers 409)."""
+        new = [crd for crd in crds
+               if self.request("GET", f"{CRD_PATH}/{crd['metadata']['name']}", ok=(404,))[0] == 404]
+        self.add_crds(new)
+        kinds = {crd["spec"]["names"]["kind"] for crd in new}
         self.served |= kinds
         try:
             yield self
         finally:
             self.served -= kinds
-            self.remove_crds([crd["metadata"]["name"] for crd in crds])
+            self.remove_crds([crd["metadata"]["name"] for crd in new])
 
     def install_product(self) -> None:
         """What an administrator deploys (`kubectl kustomize kustomize/base`: ServiceAccounts, Roles,
