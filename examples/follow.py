@@ -20,6 +20,7 @@ import kubelet  # noqa: E402
 import mco  # noqa: E402
 
 from reconcile import cli  # noqa: E402
+from reconcile.cli import steps as cli_steps  # noqa: E402
 from reconcile.cluster import snapshot  # noqa: E402
 from reconcile.cluster.memory import MemoryCluster  # noqa: E402
 from reconcile.contract import naming, objects  # noqa: E402
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cluster = MemoryCluster(snapshot.load(args[0]))
     cluster.world = world_of()
-    cli._cluster = lambda parsed, now: cluster          # the snapshot, with its world
+    cli_steps.cluster = lambda parsed, now: cluster          # the snapshot, with its world
     return cli.main(["run", "--snapshot", args[0], "--write-snapshot", args[1],
                      "--wait", args[2] if len(args) == 3 else "60"])
 

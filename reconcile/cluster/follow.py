@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,73 +99,109 @@ def follow(cluster: Any, one_pass: Callable[[Any, datetime], Pass], wait: float,
     done = one_pass(cache, now())
     if done.result.unread:
         return done, Ended(UNREAD)
-    until = started + deadline(wait, done.seen.settings)
-    current: list[W.Wait] = []
-    watcher = None
-    def settled(done: Pass) -> tuple[Pass, list[W.Wait], Ended | None]:
-        """Passes again while the last wrote; then what is still waited for, and the end if this is it."""
-        done = _settle(cache, one_pass, done, now, keeper, clock)
-        current = waiting_for(cache, namespace)
-        shower.update(current)
-        if _write_failed(done):
-            return done, current, Ended(WRITE_FAILED, tuple(current))
-        return done, current, (None if current else Ended(DONE))
-
+    waiting = _Waiting(cluster, cache, one_pass, namespace, keeper, shower, report, clock, now, done)
     try:
-        done, current, ended = settled(done)
-        if ended:
-            return done, ended
-        if report is not None:
-            report(done)
-        reported = clock()
-        while True:
-            left = until - clock()
-            if left <= 0:
-                return done, Ended(DEADLINE, tuple(current))
-            if keeper is not None and not keeper.keep(clock(), now()):
-                return done, Ended(LEASE_LOST, tuple(current))
-            watcher = watcher or cluster.watcher(cache.streams())
-            shower.tick(now(), left)
-            events = watcher.next(min(left, TICK))
-            if events is None:
-                return done, Ended(UNCHANGING, tuple(current))
-            for event in events:
-                if event.type == "ERROR":       # a watch refused (no `watch` in the Role): as a failed read
-                    refused = RunResult(done.result.outcomes, str(event.obj.get("message")))
-                    return replace(done, result=refused), Ended(UNREAD, tuple(current))
-                if event.type == "RELIST":      # each stream that expired: its LIST again, all watched anew
-                    cache.relist(event.stream)
-                    if watcher is not None:     # closed by an earlier RELIST of the same events
-                        watcher.close()
-                    watcher = None
-                else:
-                    cache.apply(event)
-            if cache.changed():
-                shower.clear()
-                later = one_pass(cache, now())
-                done = _then(done, later)
-                if later.result.unread:
-                    return done, Ended(UNREAD, tuple(current))
-                done, current, ended = settled(done)
-                if ended:
-                    return done, ended
-                if later.result.wrote:
-                    report_due = True
-                else:
-                    report_due = clock() - reported >= REPORT_EVERY
-            else:
-                report_due = clock() - reported >= REPORT_EVERY
-            if report is not None and report_due:
-                report(done)
-                reported = clock()
+        return waiting.until(started + deadline(wait, done.seen.settings))
     except KeyboardInterrupt:
-        return done, Ended(INTERRUPTED, tuple(current))
+        return waiting.done, Ended(INTERRUPTED, tuple(waiting.current))
     except ClusterError as err:             # a read of a pass: what was done is recorded
-        return replace(done, result=RunResult(done.result.outcomes, str(err))), Ended(UNREAD, tuple(current))
+        return (replace(waiting.done, result=RunResult(waiting.done.result.outcomes, str(err))),
+                Ended(UNREAD, tuple(waiting.current)))
     finally:
-        if watcher is not None:
-            watcher.close()
+        if waiting.watcher is not None:
+            waiting.watcher.close()
         shower.close()
+
+
+@dataclass
+class _Waiting:
+    """The waiting after the first pass: what was done so far and what is still waited for, the
+    watcher of the cache's streams, and when the metrics were last reported."""
+    cluster: Any
+    cache: Cache
+    one_pass: Callable[[Any, datetime], Pass]
+    namespace: str
+    keeper: Keeper | None
+    shower: Shower
+    report: Callable[[Pass], None] | None
+    clock: Callable[[], float]
+    now: Callable[[], datetime]
+    done: Pass
+    current: list[W.Wait] = field(default_factory=list)
+    watcher: Any = None
+    reported: float = 0.0
+
+    def until(self, until: float) -> tuple[Pass, Ended]:
+        """Settle the first pass, then take events until the waiting ends."""
+        ended = self._settled()
+        if ended:
+            return self.done, ended
+        if self.report is not None:
+            self.report(self.done)
+        self.reported = self.clock()
+        while True:
+            ended = self._step(until)
+            if ended:
+                return self.done, ended
+
+    def _settled(self) -> Ended | None:
+        """Passes again while the last wrote; then what is still waited for, and the end if this is it."""
+        done = _settle(self.cache, self.one_pass, self.done, self.now, self.keeper, self.clock)
+        current = waiting_for(self.cache, self.namespace)
+        self.shower.update(current)
+        self.done, self.current = done, current
+        if _write_failed(done):
+            return Ended(WRITE_FAILED, tuple(current))
+        return None if current else Ended(DONE)
+
+    def _step(self, until: float) -> Ended | None:
+        """One wait for events (at most TICK), a pass again if they changed what is kept, and the
+        metrics reported when due."""
+        left = until - self.clock()
+        if left <= 0:
+            return Ended(DEADLINE, tuple(self.current))
+        if self.keeper is not None and not self.keeper.keep(self.clock(), self.now()):
+            return Ended(LEASE_LOST, tuple(self.current))
+        self.watcher = self.watcher or self.cluster.watcher(self.cache.streams())
+        self.shower.tick(self.now(), left)
+        events = self.watcher.next(min(left, TICK))
+        if events is None:
+            return Ended(UNCHANGING, tuple(self.current))
+        ended = self._take(events)
+        if ended:
+            return ended
+        if self.cache.changed():
+            self.shower.clear()
+            later = self.one_pass(self.cache, self.now())
+            self.done = _then(self.done, later)
+            if later.result.unread:
+                return Ended(UNREAD, tuple(self.current))
+            ended = self._settled()
+            if ended:
+                return ended
+            report_due = True if later.result.wrote else self.clock() - self.reported >= REPORT_EVERY
+        else:
+            report_due = self.clock() - self.reported >= REPORT_EVERY
+        if self.report is not None and report_due:
+            self.report(self.done)
+            self.reported = self.clock()
+        return None
+
+    def _take(self, events: Any) -> Ended | None:
+        """Events into the cache; a watch refused ends the waiting as a failed read."""
+        for event in events:
+            if event.type == "ERROR":       # a watch refused (no `watch` in the Role): as a failed read
+                refused = RunResult(self.done.result.outcomes, str(event.obj.get("message")))
+                self.done = replace(self.done, result=refused)
+                return Ended(UNREAD, tuple(self.current))
+            if event.type == "RELIST":      # each stream that expired: its LIST again, all watched anew
+                self.cache.relist(event.stream)
+                if self.watcher is not None:     # closed by an earlier RELIST of the same events
+                    self.watcher.close()
+                self.watcher = None
+            else:
+                self.cache.apply(event)
+        return None
 
 
 def _write_failed(done: Pass) -> bool:

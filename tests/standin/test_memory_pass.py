@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from reconcile import cli
+from reconcile.cli import steps as cli_steps
 from reconcile.cluster import apply, live, observe
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.cluster.planner import Planner
@@ -114,7 +115,7 @@ class Watching(MemoryCluster):
 
 def test_a_carried_out_pools_machineconfig_and_bodies_are_dropped(monkeypatch):
     cluster = Watching(big_cluster(4))
-    monkeypatch.setattr(cli, "_cluster", lambda args, now: cluster)
+    monkeypatch.setattr(cli_steps, "cluster", lambda args, now: cluster)
     assert cli.main(["run", "--snapshot", "unused.yaml"]) == 0
     assert cluster.held_at_read == [(f"rendered-pool{i}-1", []) for i in range(4)]
     gc.collect()

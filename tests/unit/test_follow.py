@@ -12,6 +12,8 @@ import copy
 import pytest
 
 from reconcile import cli
+from reconcile.cli import steps as cli_steps
+from reconcile.cli.commands import run as run_command
 from reconcile.cluster import follow, lease
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.contract import annotations as A
@@ -34,7 +36,7 @@ class Runs:
         self.capsys, self.count = capsys, 0
         self.snapshot = tmp_path / "unused.yaml"
         self.snapshot.write_text("[]")
-        monkeypatch.setattr(cli, "_cluster", lambda args, now: self.cluster)
+        monkeypatch.setattr(cli_steps, "cluster", lambda args, now: self.cluster)
 
     def __call__(self, *extra):
         self.count += 1
@@ -188,8 +190,8 @@ def test_a_waiting_run_pushes_its_metrics_as_it_goes(steady, monkeypatch, capsys
     """After its first pass, after each pass that wrote, and at the end: a long run never looks like
     one that stopped (OclReconcilerNotRunning, tests/realtools/test_alerts.py)."""
     pushed = []
-    real = cli._metrics
-    monkeypatch.setattr(cli, "_metrics", lambda *a: (pushed.append(a[3].wrote), real(*a)))
+    real = run_command.push_metrics
+    monkeypatch.setattr(run_command, "push_metrics", lambda *a: (pushed.append(a[3].wrote), real(*a)))
     runs = Runs(changed(steady), World(), monkeypatch, capsys, tmp_path)
     code, err = runs("--wait", "600", "--metrics-file", str(tmp_path / "m.prom"))
     assert code == 0, err
