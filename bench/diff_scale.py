@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 import jsonpatch  # noqa: E402
 
 from reconcile.core import patches  # noqa: E402
-from reconcile.core.actions import Action, PoolPlan  # noqa: E402
+from reconcile.core.actions import PoolPlan, Write  # noqa: E402
 from reconcile.diff import view  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def unchanged(pair):
 def changed(pair):
     live, desired = pair
     ops = jsonpatch.make_patch(live, desired).patch
-    action = Action("patch", live, tuple(patches.guarded(live, ops)), patches.apply(live, ops))
+    action = Write("patch", live, tuple(patches.guarded(live, ops)), patches.apply(live, ops))
     return view.unified([PoolPlan("p", actions=[action])])
 
 

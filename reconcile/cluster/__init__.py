@@ -22,7 +22,7 @@ class AlreadyExists(ClusterError):
     status = 409
 
 
-class Conflict(ClusterError):
+class Changed(ClusterError):
     """The object changed since it was read (resourceVersion test failed)."""
     status = 409
 
@@ -79,6 +79,6 @@ class Cluster(Protocol):
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None,
                resource_version: str | None = None) -> None:
-        """DELETE with `preconditions` on the uid (and the resourceVersion) read: a Conflict
+        """DELETE with `preconditions` on the uid (and the resourceVersion) read: `Changed`
         when the object was replaced (or changed) since."""
         ...

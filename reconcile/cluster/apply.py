@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 from reconcile.cluster import (
     AlreadyExists,
+    Changed,
     Cluster,
     ClusterError,
-    Conflict,
     Denied,
     Invalid,
     NotFound,
@@ -34,7 +34,7 @@ from reconcile.cluster import (
 )
 from reconcile.contract import admission, naming, objects
 from reconcile.core import decision, images, mcolabel, storage
-from reconcile.core.actions import Action, PoolPlan, WarningNote, carried_out
+from reconcile.core.actions import PoolPlan, WarningNote, Write, carried_out
 from reconcile.core.actions import table as actions_table
 from reconcile.diff import view
 
@@ -130,7 +130,7 @@ class RunResult:
 UNCHANGED_DELETES = frozenset({"MachineConfig"})
 
 
-def _do(cluster: Cluster, action: Action) -> bool:
+def _do(cluster: Cluster, action: Write) -> bool:
     """Carry out one write; False when nothing was written (adopted, or already gone)."""
     kind, ns, name = action.obj["kind"], objects.namespace(action.obj), objects.name(action.obj)
     if action.verb == "create":
@@ -157,7 +157,7 @@ def _do(cluster: Cluster, action: Action) -> bool:
 
 
 def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    """Labels, and for a build storage volume what core/storage.py asks of one before it is
+    """Labels, and for a build storage volume what core/storage/ asks of one before it is
     mounted (its images become a build's base)."""
     if live is None:
         return False
@@ -170,7 +170,7 @@ def _made_by_us_for_this_build(live: dict[str, Any] | None, wanted: dict[str, An
     return True
 
 
-def _prune(cluster: Cluster, action: Action, deleter: registry.Client | None, outcome: Outcome) -> None:
+def _prune(cluster: Cluster, action: Write, deleter: registry.Client | None, outcome: Outcome) -> None:
     """Delete the images, then one patch of the history: what was deleted (or forgotten) leaves it,
     and `ocl-reconciler.io/prune-error` says why the rest could not be (removed once none fails).
     A registry that refuses is reported (a warning, `ocl_errors_total{reason="registry"}`), never
@@ -240,14 +240,14 @@ class Refused(WriteError):
         self.pool_write = pool_write
 
     @classmethod
-    def of(cls, action: Action, err: Denied, pool: str) -> Refused:
+    def of(cls, action: Write, err: Denied, pool: str) -> Refused:
         answer = {403: "403 Forbidden", 422: "422 Invalid"}.get(err.status, str(err.status))
         return cls(f"{action.verb} {action.ref}: ValidatingAdmissionPolicy {err.policy} denied it "
                    f"({answer}): {err.reason}; not retried: {admission.fix(err.policy, pool)}",
                    err.status, action.obj.get("kind") == "MachineConfigPool")
 
 
-def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
+def _tell(cluster: Cluster, action: Write, pool: str) -> bool:
     """Create an Event; True when it is there. Never raises: an Event must not block a pool."""
     try:
         cluster.create(action.obj)
@@ -259,7 +259,7 @@ def _tell(cluster: Cluster, action: Action, pool: str) -> bool:
     return True
 
 
-def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replanner: Replanner | None,
+def _run_plan(cluster: Cluster, actions: list[Write], outcome: Outcome, replanner: Replanner | None,
               deleter: registry.Client | None) -> None:
     pool = outcome.plan.pool
     for action in actions:
@@ -273,7 +273,7 @@ def _run_plan(cluster: Cluster, actions: list[Action], outcome: Outcome, replann
             wrote = _do(cluster, action)
         except Denied as err:           # never a conflict: the same write is denied again
             raise Refused.of(action, err, pool) from None
-        except (Conflict, Invalid) as err:
+        except (Changed, Invalid) as err:
             # a patch's resourceVersion test, or a delete's uid precondition: the object changed
             if action.verb not in ("patch", "delete") or replanner is None or outcome.replanned:
                 raise WriteError(f"{action.verb} {action.ref}: {err}", err.status) from None
@@ -330,7 +330,7 @@ def run_pass(cluster: Cluster, planning: Planning, now: datetime) -> RunResult:
     return execute(cluster, planning.each(), now, planning, planning.registry_client, planning.prune)
 
 
-def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Action], now: datetime,
+def _carry_out(cluster: Cluster, outcome: Outcome, actions: list[Write], now: datetime,
                replanner: Replanner | None, deleter: registry.Client | None, notes_from: int | None = None
                ) -> None:
     """Do these actions of the outcome's plan; a failure is the pool's error (recorded on it).

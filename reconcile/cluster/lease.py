@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconcile.cluster import AlreadyExists, Cluster, ClusterError, Conflict, NotFound
+from reconcile.cluster import AlreadyExists, Changed, Cluster, ClusterError, NotFound
 from reconcile.contract import naming, objects
 
 NAME = "ocl-reconciler"
@@ -88,7 +88,7 @@ def acquire(cluster: Cluster, namespace: str, holder: str, duration: int,
     try:
         log.info("took over expired Lease %s/%s", namespace, NAME)
         return cluster.replace(taken)
-    except Conflict:
+    except Changed:
         again = cluster.get("Lease", namespace, NAME)
         return again if again is not None and _held_by(again, holder) else None
 
@@ -114,7 +114,7 @@ def renew(cluster: Cluster, lease: dict[str, Any], now: datetime) -> dict[str, A
     spec = dict(lease.get("spec") or {}, renewTime=_micro(now.replace(tzinfo=None)))
     try:
         return cluster.replace(dict(lease, spec=spec))
-    except (Conflict, NotFound):
+    except (Changed, NotFound):
         return None
 
 
@@ -159,7 +159,7 @@ class Keeper:
 def release(cluster: Cluster, lease: dict[str, Any]) -> None:
     try:
         cluster.delete("Lease", objects.namespace(lease), NAME, objects.meta(lease).get("uid"))
-    except (NotFound, Conflict):
+    except (NotFound, Changed):
         pass                                              # expired and taken over: not ours now
 
 

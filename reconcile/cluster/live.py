@@ -21,8 +21,8 @@ from typing import Any
 
 from reconcile.cluster import (
     AlreadyExists,
+    Changed,
     ClusterError,
-    Conflict,
     Denied,
     Forbidden,
     Invalid,
@@ -261,7 +261,7 @@ def _error(status: int, data: bytes, method: str, path: str) -> ClusterError:
     if status == 404:
         return NotFound(text)
     if status == 409:
-        return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
+        return AlreadyExists(text) if reason == "AlreadyExists" else Changed(text)
     if status == 422:
         return Invalid(text)
     if status == 401:

@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonpatch
 
-from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
+from reconcile.cluster import AlreadyExists, Changed, Invalid, NotFound
 from reconcile.contract import objects
 
 Key = tuple[str, str, str]   # kind, namespace, name
@@ -127,7 +127,7 @@ class MemoryCluster:
         try:
             new = jsonpatch.apply_patch(live, ops)
         except jsonpatch.JsonPatchTestFailed as err:
-            raise Conflict(f"{kind} {namespace}/{name}: {err}") from None
+            raise Changed(f"{kind} {namespace}/{name}: {err}") from None
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as err:
             raise Invalid(f"{kind} {namespace}/{name}: {err}") from None
         for field in ("uid", "name", "namespace"):
@@ -152,7 +152,7 @@ class MemoryCluster:
             raise Invalid(f"{key[0]} {key[1]}/{key[2]}: metadata.resourceVersion must be specified "
                           "for an update")
         if rv != objects.meta(live).get("resourceVersion"):
-            raise Conflict(f"{key[0]} {key[1]}/{key[2]}: the object has been modified")
+            raise Changed(f"{key[0]} {key[1]}/{key[2]}: the object has been modified")
         for field in ("uid", "creationTimestamp"):
             if field in objects.meta(live):
                 new["metadata"][field] = objects.meta(live)[field]
@@ -169,9 +169,9 @@ class MemoryCluster:
         if live is None:
             raise NotFound(f"{kind} {namespace}/{name} not found")
         if uid and objects.meta(live).get("uid") != uid:
-            raise Conflict(f"{kind} {namespace}/{name}: uid precondition failed")
+            raise Changed(f"{kind} {namespace}/{name}: uid precondition failed")
         if resource_version and objects.meta(live).get("resourceVersion") != resource_version:
-            raise Conflict(f"{kind} {namespace}/{name}: resourceVersion precondition failed")
+            raise Changed(f"{kind} {namespace}/{name}: resourceVersion precondition failed")
         del self.store[_key(live)]
         self.writes.append(("delete", objects.ref(live)))
         self._collect(objects.meta(live).get("uid"))

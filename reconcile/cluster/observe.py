@@ -17,7 +17,7 @@ from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, rollout, storage
-from reconcile.imagebuild import builders, buildinputs, proxy, settings, signing
+from reconcile.imagebuild import auth, builders, buildinputs, proxy, settings, signing
 from reconcile.imagebuild.settings import Settings, SettingsError
 
 #: Kinds whose objects we create, hence LIST with our selector; and our build storage volumes,
@@ -62,14 +62,14 @@ def read_material(cluster: Cluster, found: Settings, configmaps: list[dict[str, 
     try:
         for key, ref in (("baseImagePullSecretName", found.pull_secret),
                          ("finalImagePushSecretName", found.push_secret)):
-            ns, name = settings.secret_location(found.namespace, ref)
+            ns, name = auth.secret_location(found.namespace, ref)
             try:
                 secret = secrets.get(ref) or cluster.get("Secret", ns, name)
             except Forbidden as err:        # a Secret of another namespace that our Roles do not name
                 return desired.Material(problem=f"cannot read Secret {ns}/{name} "
-                                                f"({settings.secret_origin(key, ns, name)}): {err}; keep it "
+                                                f"({auth.secret_origin(key, ns, name)}): {err}; keep it "
                                                 f"in {found.namespace}")
-            settings.check_secret(key, name, secret, ns)
+            auth.check_secret(key, name, secret, ns)
             secrets[ref] = secret
     except SettingsError as err:
         return desired.Material(problem=str(err))
@@ -213,7 +213,7 @@ def list_owned(cluster: Cluster, namespace: str, pool: str | None = None,
     listed only with `rollout: machineconfig`, whose RBAC Component grants it); our build storage
     volumes with `volumes`, or when a Pod of ours mounts one. Given `problems`, a 403 on the volumes
     where no Pod of ours mounts one (a Role from before build storage, the setting's default) is
-    no volumes, and why is added to it: builds then use an emptyDir (core/storage.py)."""
+    no volumes, and why is added to it: builds then use an emptyDir (core/storage/)."""
     selector = dict(naming.SELECTOR, **({naming.POOL_LABEL: naming.pool_label(pool)} if pool else {}))
     found = [o for kind in OWNED_KINDS for o in _list_optional(cluster, kind, namespace, selector)]
     mounted = any(storage.claim_of(o) for o in found if o.get("kind") == "Pod")

@@ -16,8 +16,11 @@ from reconcile.contract import naming, objects
 from reconcile.core import decision, desired, images, rollout, transitions
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions import table as actions_table
+from reconcile.core.node import livechange
 from reconcile.core.rollout import check as rolloutcheck
-from reconcile.imagebuild import auth, clusterfacts, disk, livechange, osstream, settings
+from reconcile.core.storage import disk
+from reconcile.imagebuild import auth
+from reconcile.imagebuild.platform import clusterfacts, osstream
 from reconcile.imagebuild.settings import Settings
 
 #: Transitions after which the pool's rendered config is checked for our image.
@@ -72,14 +75,14 @@ class Planner:
         self.bases: dict[tuple[str, str], disk.BaseSize] = {}
         #: the last plan's decisions by pool (render prints what they keep)
         self.decided: dict[str, decision.Decision] = {}
-        #: the node disruption policy (imagebuild/livechange.py): read once, when a change may be live
+        #: the node disruption policy (core/node/livechange.py): read once, when a change may be live
         self.policy: livechange.Policy | None = None
 
     def _lookup(self, image: str, build_id: str) -> images.Lookup:
         """Does the registry still have an image we would reuse, labelled by our build of this
         build id (the manifest and its config, two GETs)? With signing on and the label ours, also
         its cosign signatures (the signature tag's manifest and each signature's blob), which the
-        core verifies (core/signing.py `verified`). Asked once per run; a failure to ask is an
+        core verifies (core/signgate.py `verified`). Asked once per run; a failure to ask is an
         answer too (the pool builds, saying so): an optimisation never blocks."""
         key = f"{build_id}={image}"
         if key not in self.lookups:
@@ -99,7 +102,7 @@ class Planner:
     def _with_base(self, d: decision.Decision) -> decision.Decision:
         """A build that is due, with its base image's size (one GET of the manifest, two for a
         manifest list; asked once a run per image and architecture). A failure to ask is an
-        answer too: the build is sized by the defaults, saying so (imagebuild/disk.py)."""
+        answer too: the build is sized by the defaults, saying so (core/storage/disk.py)."""
         if not d.needs_build or (self.material is not None and self.material.problem):
             return d
         key = (d.inputs.base_image, d.inputs.arch)
@@ -273,7 +276,7 @@ class Planner:
         """Registry credentials for pruning, from the push secret (read when first needed)."""
         found = self.seen.settings
         assert isinstance(found, Settings)
-        ns, name = settings.secret_location(found.namespace, found.push_secret)
+        ns, name = auth.secret_location(found.namespace, found.push_secret)
         secret = (self.material.secrets.get(found.push_secret) if self.material else None) \
             or self.cluster.get("Secret", ns, name)           # read once if a build already did
         if secret is None:

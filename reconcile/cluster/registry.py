@@ -19,7 +19,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconcile.imagebuild import auth, imageref, signatures, signing
+from reconcile.imagebuild import auth, imageref, signing
+from reconcile.imagebuild.signing import signatures
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                     "application/vnd.docker.distribution.manifest.v2+json",
@@ -141,7 +142,7 @@ def delete(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
 
 def _signature_tag(image: str, auths: Mapping[str, Any], timeout: float,
                    ctx: ssl.SSLContext | None) -> tuple[str, str, int, bytes]:
-    """A GET of cosign's signature tag of a digested image (imagebuild/signing.py `sig_tag`):
+    """A GET of cosign's signature tag of a digested image (imagebuild/signing/ `sig_tag`):
     (the tag, its repository, the status, the manifest's bytes)."""
     tag = signing.sig_tag(image)
     if tag is None:
@@ -156,7 +157,7 @@ def _signature_tag(image: str, auths: Mapping[str, Any], timeout: float,
 def delete_signature(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
                      ctx: ssl.SSLContext | None = None) -> str:
     """Delete cosign's signature attachment of a digested image (`<repo>:sha256-<hex>.sig`,
-    imagebuild/signing.py): its manifest, by the digest of the bytes the tag serves, since a registry
+    imagebuild/signing/): its manifest, by the digest of the bytes the tag serves, since a registry
     deletes a manifest by digest only (distribution's API: `DELETE /v2/<name>/manifests/<digest>`;
     docker-registry answers a tag with 400 DIGEST_INVALID). Returns "deleted", "no signature" or
     "deletion disabled"; raises RegistryError otherwise."""
@@ -245,7 +246,7 @@ def signatures_of(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
     containers/image fetches them (docker/docker_image_src.go, `appendSignaturesFromSigstoreAttachments`):
     a GET of the `sha256-<hex>.sig` tag's manifest, then of each signature layer's blob, whose
     content must hash to its digest. None when there is no such tag (404); raises RegistryError when
-    the registry cannot say or serves what cosign does not write. imagebuild/signatures.py decides."""
+    the registry cannot say or serves what cosign does not write. imagebuild/signing/signatures.py decides."""
     tag, repo, status, body = _signature_tag(image, auths, timeout, ctx)
     if status == 404:
         return None

@@ -21,19 +21,19 @@ ATTEMPT = KEY_PREFIX + "attempt"
 #: the state is about, so a steady run never reads the MachineConfig to know it
 CONTENT = KEY_PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
-#: steady run need not list the nodes (imagebuild/clusterfacts.py)
+#: steady run need not list the nodes (imagebuild/platform/clusterfacts.py)
 ARCH = KEY_PREFIX + "arch"
-#: the OS stream the current build is of (imagebuild/osstream.py: the pool's own, a custom pool's
+#: the OS stream the current build is of (imagebuild/platform/osstream.py: the pool's own, a custom pool's
 #: inherited from worker, or the default; "" where the cluster lists none)
 OS_STREAM = KEY_PREFIX + "os-stream"
 #: on a build Pod and on its pool: the image the build runs in (imagebuild/settings.py)
 BUILDER_IMAGE = KEY_PREFIX + "builder-image"
-#: on a build object: its disk figures and where they came from (imagebuild/disk.py), said again
-#: when it runs out of disk space (imagebuild/diskspace.py)
+#: on a build object: its disk figures and where they came from (core/storage/disk.py), said again
+#: when it runs out of disk space (imagebuild/builders/outofdisk.py)
 DISK = KEY_PREFIX + "disk"
 #: on the pool and its build Pod: the storage its builds keep images in, `PersistentVolumeClaim/<name>`
 #: (buildStorage: persistent), or `emptyDir: <why>` where persistent storage was asked for and
-#: cannot be had (core/storage.py); absent with buildStorage: emptyDir
+#: cannot be had (core/storage/); absent with buildStorage: emptyDir
 BUILD_STORAGE = KEY_PREFIX + "build-storage"
 #: with `rollout: machineconfig`: `<rendered config>=<image>`, the osImageURL the pool's rendered
 #: config (`spec.configuration.name`) held when a run last read it (core/rollout/check.py), so a
@@ -43,16 +43,16 @@ ROLLOUT = KEY_PREFIX + "rollout"
 #: otherwise); a key of its own so that Argo CD's health check, which has no string functions, can
 #: see it
 OVERRIDDEN_BY = KEY_PREFIX + "rollout-overridden-by"
-#: `<what the machine-config daemon does>` (imagebuild/livechange.py: "reload crio.service", "none"):
+#: `<what the machine-config daemon does>` (core/node/livechange.py: "reload crio.service", "none"):
 #: the pool's current rendered config differs from the one its image was built from (BUILT_CONFIG)
 #: only in what the nodes take live, so no image was built for it; removed by the next build
 LIVE = KEY_PREFIX + "live"
 #: with LIVE: the image content digest of BUILT_CONFIG, so a run can tell, without reading it, that
 #: the recorded build is still the one the current inputs (settings, Dockerfile, rebuild token) make
 BUILT_CONTENT = KEY_PREFIX + "built-content"
-#: with signing on (imagebuild/signing.py): `<image>=<fingerprint>[,<fingerprint>]`, the image the
+#: with signing on (imagebuild/signing/): `<image>=<fingerprint>[,<fingerprint>]`, the image the
 #: pool records and the keys it was signed with; a transition that records or rolls out an image
-#: waits for it (core/signing.py); removed once signing is off
+#: waits for it (core/signgate.py); removed once signing is off
 SIGNED = KEY_PREFIX + "signed"
 IMAGES = KEY_PREFIX + "images"            # digested images of this pool's builds, newest first
 #: why the last run could not delete images of the history from the registry (kept there, tried

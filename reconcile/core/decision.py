@@ -13,11 +13,14 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, signing, storage
+from reconcile.core import carryforward, desired, images, mcolabel, rollout, signgate, storage
+from reconcile.core.node import disruption, livechange
 from reconcile.core.rollout import check as rolloutcheck
+from reconcile.core.storage import disk
 from reconcile.core.transitions import NEEDS_BUILD, Observation, Transition, decide
-from reconcile.imagebuild import builders, clusterfacts, disk, disruption, imagecontent, livechange
+from reconcile.imagebuild import builders, imagecontent
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
+from reconcile.imagebuild.platform import clusterfacts
 from reconcile.imagebuild.settings import Settings
 
 #: Passed as a MachineConfig that does not exist.
@@ -47,20 +50,20 @@ class Decision:
     #: BUILT, EQUIVALENT: what the pool's rendered config holds, when the shell read it this run
     #: (`rolloutcheck.due`); recorded on the pool
     checked: rolloutcheck.Check | None = None
-    #: the pool's build storage volumes (core/storage.py): not build objects, so in neither
+    #: the pool's build storage volumes (core/storage/): not build objects, so in neither
     #: `current` nor `stale`
     storage: tuple[Mapping[str, Any], ...] = ()
-    #: START, RETRY: the base image's size, when the shell asked the registry (imagebuild/disk.py)
+    #: START, RETRY: the base image's size, when the shell asked the registry (core/storage/disk.py)
     base: disk.BaseSize | None = None
-    #: LIVE: what the daemon does with the change (imagebuild/livechange.py); START: why a change
+    #: LIVE: what the daemon does with the change (core/node/livechange.py); START: why a change
     #: was not taken live, where the shell asked ("" otherwise)
-    live: livechange.Verdict | None = None
+    live: livechange.LiveVerdict | None = None
     live_why: str = ""
     #: LIVE: the image content digest of the config the image was built from
     built_content: str = ""
-    #: SIGN: the image to sign and its signing Pod (core/signing.py)
-    signing: signing.Signing | None = None
-    #: core/signing.RECORDS with signing on: the `ocl-reconciler.io/signed` record of the image
+    #: SIGN: the image to sign and its signing Pod (core/signgate.py)
+    signing: signgate.Signing | None = None
+    #: core/signgate.RECORDS with signing on: the `ocl-reconciler.io/signed` record of the image
     #: (None: signing is off, the record goes)
     signed: str | None = None
 
@@ -80,11 +83,11 @@ class Decision:
 
 def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
     """The decision once the registry said whether it has the candidate image: REUSE if it does
-    (with signing on, only if a current key signed it: core/signing.py `verified`)."""
+    (with signing on, only if a current key signed it: core/signgate.py `verified`)."""
     assert d.observed is not None and lookup.image == d.candidate
-    lookup = signing.verified(d.settings, lookup)
+    lookup = signgate.verified(d.settings, lookup)
     observed = replace(d.observed, reusable=bool(lookup.found))
-    return signing.gate(replace(d, transition=decide(observed), observed=observed, lookup=lookup))
+    return signgate.gate(replace(d, transition=decide(observed), observed=observed, lookup=lookup))
 
 
 def built_from(d: Decision) -> str | None:
@@ -124,7 +127,7 @@ def with_live(d: Decision, built: Mapping[str, Any], rendered: Mapping[str, Any]
     if previous:                         # what the nodes do: from the config they are on, all of it
         verdict = replace(verdict, actions=disruption.actions(disruption.diff(previous, rendered), rules))
     observed = replace(d.observed, live=True)
-    return signing.gate(replace(d, transition=decide(observed), observed=observed, live=verdict,
+    return signgate.gate(replace(d, transition=decide(observed), observed=observed, live=verdict,
                                 built_content=content))
 
 
@@ -205,9 +208,10 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
                            legacy_ref=carried.legacy_ref,
                            live_recorded=bool(ann.get(A.LIVE)) and built_for(
                                ann, builder, settings.namespace, inp, ann.get(A.BUILT_CONTENT)))
-    return signing.gate(Decision(decide(observed), name, pool, settings=settings, builder=builder, inputs=inp,
-                                 attempt=attempt, current=current, stale=stale, build_obj=build_obj,
-                                 status=status, observed=observed, rollout=view, storage=volumes))
+    return signgate.gate(Decision(decide(observed), name, pool, settings=settings, builder=builder,
+                                  inputs=inp, attempt=attempt, current=current, stale=stale,
+                                  build_obj=build_obj, status=status, observed=observed, rollout=view,
+                                  storage=volumes))
 
 
 def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],

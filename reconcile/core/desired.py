@@ -14,20 +14,19 @@ from reconcile.contract import annotations as A
 from reconcile.contract import naming
 from reconcile.contract.objects import valid_name
 from reconcile.core import storage
+from reconcile.core.storage import disk
 from reconcile.imagebuild import (
-    architecture,
     auth,
     builders,
     buildinputs,
-    clusterfacts,
     containersconf,
-    disk,
     dockerlint,
     encoding,
     proxy,
     templates,
 )
 from reconcile.imagebuild.builders.base import BuildContext
+from reconcile.imagebuild.platform import architecture, clusterfacts
 from reconcile.imagebuild.settings import CUSTOM_POD_BUILDER, STORAGE_EMPTYDIR, Settings
 
 _ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -93,7 +92,7 @@ def rebuild_token(pool_annotations: Mapping[str, str]) -> str:
 def inputs(settings: Settings, pool: Mapping[str, Any], content: str | None,
            facts: clusterfacts.ClusterFacts | None = None) -> BuildInputs:
     """`content`: the image content digest of the pool's rendered config (None: it could not be
-    read); `facts`: the OS streams and nodes (imagebuild/clusterfacts.py)."""
+    read); `facts`: the OS streams and nodes (imagebuild/platform/clusterfacts.py)."""
     md = pool.get("metadata") or {}
     name = md.get("name", "")
     if not _LABEL_VALUE.match(naming.pool_label(name)):
@@ -255,14 +254,8 @@ def default_placement(settings: Settings, builder: Any) -> storage.Placement:
                                        builders.storage_driver(builder)))
 
 
-def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
-            machineconfig: Mapping[str, Any], material: Material | None = None,
-            attempt: int = 1, placement: storage.Placement | None = None) -> list[dict[str, Any]]:
-    """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
-    `placement`: its storage and disk (core/storage.py; default: `default_placement`). The build
-    object records its disk figures and its storage. Raises Blocked."""
-    material = material or Material()
-    placement = placement or default_placement(settings, builder)
+def _encoded(machineconfig: Mapping[str, Any], inp: BuildInputs) -> str:
+    """The rendered MachineConfig encoded for its ConfigMaps. Raises Blocked."""
     config = (machineconfig.get("spec") or {}).get("config") if isinstance(machineconfig, Mapping) else None
     if not isinstance(config, Mapping):
         raise Blocked(f"MachineConfig {inp.rendered_config}: spec.config is missing or not a JSON object")
@@ -272,6 +265,17 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         raise Blocked(f"MachineConfig {inp.rendered_config}: encoded size {len(encoded)} bytes "
                       f"({raw} bytes of JSON) exceeds the ceiling of {encoding.CEILING} bytes "
                       f"({-(-encoding.CEILING // encoding.PART_SIZE)} ConfigMaps)")
+    return encoded
+
+def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
+            machineconfig: Mapping[str, Any], material: Material | None = None,
+            attempt: int = 1, placement: storage.Placement | None = None) -> list[dict[str, Any]]:
+    """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
+    `placement`: its storage and disk (core/storage/; default: `default_placement`). The build
+    object records its disk figures and its storage. Raises Blocked."""
+    material = material or Material()
+    placement = placement or default_placement(settings, builder)
+    encoded = _encoded(machineconfig, inp)
     n = names(inp)
     common = dict(namespace=settings.namespace, labels=naming.our_labels(inp.pool, inp.build_id),
                   annotations=naming.our_annotations(inp.rendered_config, wave=0),
@@ -290,7 +294,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         for i, (key, value) in enumerate(encoding.parts(encoded).items())]
     try:
         containers = containersconf.from_machineconfig(machineconfig) if builder.CONTAINERS_CONF else {}
-    except containersconf.Unreadable as err:
+    except containersconf.UnreadableFile as err:
         raise Blocked(f"MachineConfig {inp.rendered_config}: {err}") from None
     containers_cm = [templates.render_object(
         "configmap.yaml.j2", name=naming.object_name("containers", inp.pool, inp.build_id),
@@ -311,14 +315,14 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         buildah_image=settings.buildah_image,
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
-        containers_files=tuple(sorted(containers)), node_selector=architecture.node_selector(inp.arch),
+        containers_files=tuple(sorted(containers)),
+        # one build object, of the pool's one architecture (multi-architecture: imagebuild/platform/)
+        node_selector=architecture.node_selector(inp.arch),
         resources=disk.resources(settings, placement.disk), deadline_seconds=settings.build_timeout,
         storage_claim=placement.claim, storage_mount=storage.MOUNT if placement.claim else "")
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted
     sealed = (dockerfile_cm, *mc_cms, *trust, *containers_cm, *secrets, *proxy_secret)
     return [*(naming.seal(o) for o in sealed), builder.render(ctx)]
-
-
 
 
 def build_inputs(builder: Any, material: Material, proxy_secret: str = "") -> buildinputs.Inputs:

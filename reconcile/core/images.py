@@ -26,7 +26,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import patches
-from reconcile.core.actions import Action, PoolPlan, WarningNote
+from reconcile.core.actions import PoolPlan, WarningNote, Write
 
 NODE_IMAGES = ("machineconfiguration.openshift.io/currentImage",
                "machineconfiguration.openshift.io/desiredImage")
@@ -70,7 +70,7 @@ class Lookup:
     detail: str = ""
     simulated: bool = False     # a snapshot run: not asked, taken as there
     #: with signing on, once its label matched: what the registry holds under its cosign signature
-    #: tag (None: not read, or no such tag); core/signing.py `verified` decides
+    #: tag (None: not read, or no such tag); core/signgate.py `verified` decides
     signatures: tuple[Any, ...] | None = None
     #: the current keys (fingerprints) with a valid signature on it, once `verified`
     signed_by: tuple[str, ...] = ()
@@ -167,6 +167,6 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
                                      "it)") for i in item.forget]
         if item.delete or item.forget:
             ops = history_ops(item.pool, item.delete + item.forget)
-            target.actions.append(Action("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),
+            target.actions.append(Write("prune", dict(item.pool), tuple(ops), patches.apply(item.pool, ops),
                                          images=item.delete, forget=item.forget,
                                          signatures=signatures and bool(item.delete)))

@@ -103,7 +103,7 @@ class Observation:
     #: the pool records that its current rendered config is taken live on its image (LIVE, earlier)
     live_recorded: bool = False
     #: the shell found this run that the current rendered config is taken live on the pool's image
-    #: (imagebuild/livechange.py; asked only for a START)
+    #: (core/node/livechange.py; asked only for a START)
     live: bool = False
 
 

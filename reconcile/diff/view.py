@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reconcile.contract import objects, yamlio
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import PoolPlan, Write
 from reconcile.diff import masking, normalize
 
 LONG_VALUE = 4096
@@ -50,7 +50,7 @@ def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return normalize.numbers(normalize.without_server_fields(obj))
 
 
-def sides(action: Action) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def sides(action: Write) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(live, desired) as shown: comparable, masked, long values summarised."""
     before = None if action.verb == "create" else action.obj
     after = {"create": action.obj, "patch": action.after, "prune": action.after, "delete": None}[action.verb]
@@ -135,7 +135,7 @@ def _label(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')}.{ns + '.' if ns else ''}{objects.name(obj)}"
 
 
-def _header(action: Action) -> str:
+def _header(action: Write) -> str:
     obj = action.obj
     ns, name = objects.namespace(obj), objects.name(obj)
     group = objects.group(obj.get("apiVersion", "")) or "core"
@@ -145,7 +145,7 @@ def _header(action: Action) -> str:
     return f"===== {action.verb} {what} ====="
 
 
-def _sorted_actions(plans: Iterable[PoolPlan]) -> list[Action]:
+def _sorted_actions(plans: Iterable[PoolPlan]) -> list[Write]:
     """The writes a diff shows: Events are records of what happened, not state to compare."""
     return sorted((a for p in plans for a in p.actions if a.obj.get("kind") != "Event"),
                   key=lambda a: objects.sort_key(a.obj))
@@ -206,7 +206,7 @@ def _told(plan: PoolPlan) -> bool:
     return any(a.verb == "create" and a.obj.get("kind") == "Event" for a in plan.actions)
 
 
-def _masked_ops(action: Action) -> list[dict[str, Any]]:
+def _masked_ops(action: Write) -> list[dict[str, Any]]:
     if action.obj.get("kind") != "Secret":
         return list(action.patch)
     return [dict(op, value="***") if "value" in op and op["op"] != "test" else dict(op)

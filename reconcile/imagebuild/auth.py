@@ -1,7 +1,10 @@
 """Registry credentials for a build: the configured pull or push secret, converted from the legacy
 `kubernetes.io/dockercfg` form and merged with labelled `pull-secret`/`push-secret` inputs when
 there is anything to convert or merge (as the MCO canonicalises legacy secrets). The result is a
-Secret we own, per build; otherwise the configured secret is used as it is. Values stay in Secrets."""
+Secret we own, per build; otherwise the configured secret is used as it is. Values stay in Secrets.
+
+The Secrets the settings name: where each is (`secret_location`), where its name comes from
+(`secret_origin`), and whether it can serve registry auth at all (`check_secret`)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from reconcile.imagebuild import settings
 
 DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
 _KEYS = (".dockerconfigjson", ".dockercfg", "docker.json", "docker.cfg")
@@ -92,3 +97,38 @@ def merged(secret: Mapping[str, Any], extras: Iterable[Mapping[str, Any]]) -> st
     combined.update(auths(secret))
     text = json.dumps({"auths": dict(sorted(combined.items()))}, sort_keys=True)
     return base64.b64encode(text.encode()).decode()
+
+
+def secret_location(namespace: str, ref: str) -> tuple[str, str]:
+    """(namespace, name) of a secret reference: `name` in our namespace, or `namespace/name`."""
+    ns, _, name = ref.rpartition("/")
+    return ns or namespace, name
+
+
+def secret_origin(settings_key: str, namespace: str, secret_name: str) -> str:
+    """Where the Secret's name comes from, for a message: the key, or for the global pull secret
+    the key's absence (the key set to that same name reads the same: harmless)."""
+    if (settings_key == "baseImagePullSecretName"
+            and f"{namespace}/{secret_name}" == settings.GLOBAL_PULL_SECRET):
+        return f"the global pull secret: {settings.BUILD_CONFIG} sets no {settings_key!r}"
+    return f"from {settings.BUILD_CONFIG} key {settings_key!r}"
+
+
+def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
+                 namespace: str) -> None:
+    """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
+    we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
+    origin = secret_origin(settings_key, namespace, secret_name)
+    if secret is None:
+        raise settings.SettingsError(f"Secret {namespace}/{secret_name} ({origin}) not found")
+    data = secret.get("data") or {}
+    if not {".dockerconfigjson", ".dockercfg"} & set(data):
+        kind = secret.get("type", "Opaque")
+        raise settings.SettingsError(f"Secret {namespace}/{secret_name} ({origin}) is of type {kind} "
+                                     f"without key .dockerconfigjson; want type {DOCKERCONFIGJSON}")
+    try:
+        auths(secret)
+    except AuthError:
+        key = ".dockerconfigjson" if ".dockerconfigjson" in data else ".dockercfg"
+        raise settings.SettingsError(f"Secret {namespace}/{secret_name}: key {key} is empty "
+                                     f"or not a JSON object") from None

@@ -22,7 +22,7 @@ FILES = {"/etc/containers/registries.conf": "registries.conf", "/etc/containers/
 MOUNT = "/etc/ocl/containers"
 
 
-class Unreadable(ValueError):
+class UnreadableFile(ValueError):
     """A file the build needs is in the MachineConfig in a form we cannot read."""
 
 
@@ -39,7 +39,7 @@ def _typed(value: Any, want: type, at: str) -> Any:
     """`value` if it is a `want` (or null: absent); Ignition is not checked by the MachineConfig CRD
     (spec.config preserves unknown fields), so a live cluster serves any shape."""
     if value is not None and not isinstance(value, want):
-        raise Unreadable(f"{at} is {_NAMES.get(type(value), type(value).__name__)}, not {_NAMES[want]}")
+        raise UnreadableFile(f"{at} is {_NAMES.get(type(value), type(value).__name__)}, not {_NAMES[want]}")
     return value
 
 
@@ -48,25 +48,25 @@ def decode(contents: Mapping[str, Any], path: str, at: str = "contents") -> str:
     source = _typed(contents.get("source"), str, f"{path}: {at}.source") or ""
     compression = _typed(contents.get("compression"), str, f"{path}: {at}.compression")
     if not source.startswith("data:"):
-        raise Unreadable(f"{path}: contents.source is not a data: URL")
+        raise UnreadableFile(f"{path}: contents.source is not a data: URL")
     header, sep, payload = source[5:].partition(",")
     if not sep:
-        raise Unreadable(f"{path}: contents.source is not a valid data: URL")
+        raise UnreadableFile(f"{path}: contents.source is not a valid data: URL")
     try:
         base64_encoded = header.endswith(";base64")
         data = base64.b64decode(payload, validate=False) if base64_encoded else _percent_decode(payload)
         if compression == "gzip":
             data = gzip.decompress(data)
         elif compression:
-            raise Unreadable(f"{path}: compression {compression!r} is not supported")
+            raise UnreadableFile(f"{path}: compression {compression!r} is not supported")
         return data.decode()
     except (binascii.Error, OSError, EOFError, UnicodeDecodeError) as err:
-        raise Unreadable(f"{path}: cannot decode its contents: {err}") from None
+        raise UnreadableFile(f"{path}: cannot decode its contents: {err}") from None
 
 
 def from_machineconfig(mc: Mapping[str, Any]) -> dict[str, str]:
     """{"registries.conf": ..., "policy.json": ...}, those of the two the MachineConfig has.
-    Raises Unreadable naming the key when the Ignition around them is not of Ignition's shape."""
+    Raises UnreadableFile naming the key when the Ignition around them is not of Ignition's shape."""
     config = (mc.get("spec") or {}).get("config") or {}
     if not isinstance(config, Mapping):
         return {}                       # desired.objects blocks the pool saying so

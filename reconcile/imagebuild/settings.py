@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconcile.contract import objects
-from reconcile.imagebuild import auth, imageref, livechange, signing
+from reconcile.imagebuild import imageref, signing
 
 BUILD_CONFIG = "on-cluster-build-config"
 OSIMAGEURL = "machine-config-osimageurl"
@@ -35,6 +35,10 @@ ROLLOUT_MODES = (ROLLOUT_ANNOTATION, ROLLOUT_MACHINECONFIG)
 #: at once (new files on the old image first, then the image).
 GATE_HOLD, GATE_NONE = "hold", "none"
 GATE_MODES = (GATE_HOLD, GATE_NONE)
+#: key `liveChanges` (core/node/livechange.py): `apply` (the default) keeps the image for a change the
+#: nodes take live; `rebuild` builds for every content change, as versions before it did
+LIVE_APPLY, LIVE_REBUILD = "apply", "rebuild"
+LIVE_MODES = (LIVE_APPLY, LIVE_REBUILD)
 #: key `holdTimeout`: a hold older than this releases the pool (a duration: 2h, 90m, 1h30m, 600s)
 DEFAULT_HOLD_TIMEOUT = 7200
 #: key `waitDeadline`: how long `run --wait` follows its changes at most (a duration, or `0`: not at
@@ -74,7 +78,7 @@ _PUSH_SPEC = (re.compile(r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?"
 #: Disk: the build's image storage lives on the node's disk (an emptyDir) unless `buildStorage:
 #: persistent`, so the container asks for ephemeral-storage and is evicted past its limit, and the
 #: buildah Pod's emptyDirs carry the limit as their sizeLimit: a build cannot fill the node's disk.
-#: Unset, the two ephemeral-storage keys follow the base image's size (imagebuild/disk.py); the
+#: Unset, the two ephemeral-storage keys follow the base image's size (core/storage/disk.py); the
 #: values here are used when that size cannot be read.
 BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
                    "buildMemoryRequest": ("requests", "memory", "2Gi"),
@@ -84,12 +88,12 @@ BUILD_RESOURCES = {"buildCPURequest": ("requests", "cpu", "1"),
 EPHEMERAL_REQUEST, EPHEMERAL_LIMIT = "buildEphemeralStorageRequest", "buildEphemeralStorageLimit"
 #: Where a build keeps its image storage (key `buildStorage`): `persistent`, one PersistentVolumeClaim
 #: per pool that outlives the build Pod, so that a rebuild reuses the base image it pulled before
-#: (core/storage.py); `emptyDir` starts empty every build (what versions before it did). Unset:
+#: (core/storage/); `emptyDir` starts empty every build (what versions before it did). Unset:
 #: `persistent` for the buildah Pod, whose rebuild after a one-file change then takes 0.24x the
 #: first build and pulls 0.02 MB instead of the whole base (docs/development.md, "Build cost");
 #: `emptyDir` for an OpenShift Build, which has no such volume. `buildStorageClass` names its
 #: StorageClass (unset: the cluster's default); `buildStorageSize` its size (unset: from the base
-#: image's size, imagebuild/disk.py).
+#: image's size, core/storage/disk.py).
 STORAGE_KEY, STORAGE_CLASS, STORAGE_SIZE = "buildStorage", "buildStorageClass", "buildStorageSize"
 STORAGE_EMPTYDIR, STORAGE_PERSISTENT = "emptyDir", "persistent"
 STORAGE_MODES = (STORAGE_EMPTYDIR, STORAGE_PERSISTENT)
@@ -128,10 +132,10 @@ class Settings:
     build_storage: str = STORAGE_PERSISTENT
     storage_class: str = ""
     storage_size: str = ""
-    #: key `liveChanges` (imagebuild/livechange.py): `apply`, the default, builds nothing for a
+    #: key `liveChanges` (core/node/livechange.py): `apply`, the default, builds nothing for a
     #: change the nodes take live; `rebuild` builds for every content change
-    live_changes: str = livechange.APPLY
-    #: key `imageSigningKeySecretName` (imagebuild/signing.py): the key pair Secrets every image is
+    live_changes: str = LIVE_APPLY
+    #: key `imageSigningKeySecretName` (imagebuild/signing/): the key pair Secrets every image is
     #: signed with (none: signing off); their fingerprints once the shell read them (`with_keys`)
     signing_secrets: tuple[str, ...] = ()
     signing_keys: tuple[signing.Key, ...] = ()
@@ -155,7 +159,7 @@ class Settings:
     def applies_live(self) -> bool:
         """A change the nodes take live keeps the image (`liveChanges: apply`), with
         `rollout: machineconfig`: with `annotation` no node boots our image."""
-        return self.machineconfig_rollout and self.live_changes == livechange.APPLY
+        return self.machineconfig_rollout and self.live_changes == LIVE_APPLY
 
     @property
     def holds(self) -> bool:
@@ -202,6 +206,15 @@ def _push_spec(value: str) -> str:
     return value
 
 
+def _one_of(build: Mapping[str, str], key: str, default: str, choices: tuple[str, ...], noun: str) -> str:
+    """The key's value, one of `choices` (unset or blank: `default`)."""
+    value = (build.get(key) or "").strip() or default
+    if value not in choices:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {key!r}: unknown {noun} {value!r} "
+                            f"(want one of {', '.join(choices)})")
+    return value
+
+
 def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> Settings:
     """Settings from the three ConfigMaps (by name; None = absent). Raises SettingsError."""
     for required in (BUILD_CONFIG, OSIMAGEURL):
@@ -214,25 +227,13 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
     push = _secret_ref("finalImagePushSecretName", _required(BUILD_CONFIG, build, "finalImagePushSecretName"))
     pullspec = _push_spec(_image(BUILD_CONFIG, "finalImagePullspec",
                                  _required(BUILD_CONFIG, build, "finalImagePullspec")))
-    builder = (build.get("imageBuilderType") or "").strip() or CUSTOM_POD_BUILDER
-    if builder not in BUILDER_TYPES:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'imageBuilderType': unknown builder "
-                            f"{builder!r} (want one of {', '.join(BUILDER_TYPES)})")
-    rollout = (build.get("rollout") or "").strip() or ROLLOUT_ANNOTATION
-    if rollout not in ROLLOUT_MODES:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rollout': unknown mode {rollout!r} "
-                            f"(want one of {', '.join(ROLLOUT_MODES)})")
-    gate = (build.get("rolloutGate") or "").strip() or GATE_HOLD
-    if gate not in GATE_MODES:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'rolloutGate': unknown value {gate!r} "
-                            f"(want one of {', '.join(GATE_MODES)})")
-    live = (build.get("liveChanges") or "").strip() or livechange.APPLY
-    if live not in livechange.MODES:
-        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key 'liveChanges': unknown value {live!r} "
-                            f"(want one of {', '.join(livechange.MODES)})")
+    builder = _one_of(build, "imageBuilderType", CUSTOM_POD_BUILDER, BUILDER_TYPES, "builder")
+    rollout = _one_of(build, "rollout", ROLLOUT_ANNOTATION, ROLLOUT_MODES, "mode")
+    gate = _one_of(build, "rolloutGate", GATE_HOLD, GATE_MODES, "value")
+    live = _one_of(build, "liveChanges", LIVE_APPLY, LIVE_MODES, "value")
     try:
         signers = signing.secret_names(str(build.get(signing.KEY_SECRETS) or ""))
-    except signing.Invalid as err:
+    except signing.SigningError as err:
         raise SettingsError(f"ConfigMap {BUILD_CONFIG}: {err}") from None
     signer = _signer_image(build)
     if signers and "/" in push:
@@ -363,7 +364,7 @@ def with_keys(found: Settings, secrets: Mapping[str, Mapping[str, Any] | None]) 
     Raises SettingsError."""
     try:
         keys = signing.keys(found.namespace, found.signing_secrets, secrets)
-    except signing.Invalid as err:
+    except signing.SigningError as err:
         raise SettingsError(str(err)) from None
     return replace(found, signing_keys=keys)
 
@@ -390,37 +391,3 @@ def _builder_image(build: Mapping[str, str], mco_images: Mapping[str, Any] | Non
     except imageref.InvalidReference as err:
         raise SettingsError(f"{where}: {MCO_IMAGES_KEY} field {MCO_IMAGE_FIELD!r}: {err}") from None
     return image.strip()
-
-
-def secret_location(namespace: str, ref: str) -> tuple[str, str]:
-    """(namespace, name) of a secret reference: `name` in our namespace, or `namespace/name`."""
-    ns, _, name = ref.rpartition("/")
-    return ns or namespace, name
-
-
-def secret_origin(settings_key: str, namespace: str, secret_name: str) -> str:
-    """Where the Secret's name comes from, for a message: the key, or for the global pull secret
-    the key's absence (the key set to that same name reads the same: harmless)."""
-    if settings_key == "baseImagePullSecretName" and f"{namespace}/{secret_name}" == GLOBAL_PULL_SECRET:
-        return f"the global pull secret: {BUILD_CONFIG} sets no {settings_key!r}"
-    return f"from {BUILD_CONFIG} key {settings_key!r}"
-
-
-def check_secret(settings_key: str, secret_name: str, secret: Mapping[str, Any] | None,
-                 namespace: str) -> None:
-    """The build needs registry auth from each secret (dockerconfigjson, or legacy dockercfg that
-    we convert); say clearly when that cannot work. Values are looked at, never put in a message."""
-    origin = secret_origin(settings_key, namespace, secret_name)
-    if secret is None:
-        raise SettingsError(f"Secret {namespace}/{secret_name} ({origin}) not found")
-    data = secret.get("data") or {}
-    if not {".dockerconfigjson", ".dockercfg"} & set(data):
-        kind = secret.get("type", "Opaque")
-        raise SettingsError(f"Secret {namespace}/{secret_name} ({origin}) is of type {kind} without key "
-                            f".dockerconfigjson; want type {auth.DOCKERCONFIGJSON}")
-    try:
-        auth.auths(secret)
-    except auth.AuthError:
-        key = ".dockerconfigjson" if ".dockerconfigjson" in data else ".dockercfg"
-        raise SettingsError(f"Secret {namespace}/{secret_name}: key {key} is empty "
-                            f"or not a JSON object") from None

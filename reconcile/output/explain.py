@@ -20,7 +20,8 @@ from reconcile.core.actions import buildrows as actions_build
 from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.rollout import hold
 from reconcile.diff import view
-from reconcile.imagebuild import osstream, templates
+from reconcile.imagebuild import templates
+from reconcile.imagebuild.platform import osstream
 
 #: the placeholders manifests/explain.yaml may use (every one is filled, "" when it does not apply)
 FIELDS = ("pool", "namespace", "label", "rebuild_key", "ref", "rendered", "build_id", "build_name", "kind",
@@ -208,7 +209,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | No
 
 def _stream(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
             inp: desired.BuildInputs) -> dict[str, str] | None:
-    """The OS stream the build is of and why that one (imagebuild/osstream.py), None: none listed."""
+    """The OS stream the build is of and why that one (imagebuild/platform/osstream.py), None: none listed."""
     if not inp.os_stream:
         return None
     _, whose = osstream.effective(pool, pools)
@@ -259,6 +260,25 @@ def text(report: Mapping[str, Any]) -> str:
     out.append(_row("image history", f"{len(history)} image(s)" if history else "-"))
     out += [_row("", f"{h['buildId'] or '(no id)'} -> {h['image']}") for h in history]
     out += [_row("rebuild token", rec["rebuildToken"])] if rec["rebuildToken"] else []
+    out += _build_rollout_gate(report)
+    row = report["transition"]
+    out.append(f"decision: {row['row']}\n")
+    out += [_row("situation", row["situation"])] if row["situation"] else []
+    out.append(_row("because", row["because"]))
+    out += [_row("outcome", row["outcome"])] if row["outcome"] else []
+    run = report["thisRun"]
+    move = (f"{run['stateBefore'] or '-'} -> {run['stateAfter']}" if run["stateAfter"] else "no state change")
+    out.append(f"this run would: {move}" + (f" ({run['message']})" if run["message"] else "") + "\n")
+    out += [f"  - {line}\n" for line in run["actions"]] or ["  - no writes\n"]
+    out += [f"  note: {line}\n" for line in run["notes"]]
+    out.append("what would change the outcome\n")
+    out += [f"  - {line}\n" for line in report["wouldChange"]]
+    return "".join(out)
+
+
+def _build_rollout_gate(report: Mapping[str, Any]) -> list[str]:
+    """The text's middle: the build for the current inputs, the rollout, stray MachineConfigs, the gate."""
+    out: list[str] = []
     build, live = report["build"], report["liveBuild"]
     if build:
         out.append("the build for the current inputs\n")
@@ -288,16 +308,4 @@ def text(report: Mapping[str, Any]) -> str:
                                                                  if gate["record"] else "")))
         out += [_row("says", gate["says"])] if gate["says"] else []
         out.append(_row("this run", f"{gate['move']}: {gate['why']}"))
-    row = report["transition"]
-    out.append(f"decision: {row['row']}\n")
-    out += [_row("situation", row["situation"])] if row["situation"] else []
-    out.append(_row("because", row["because"]))
-    out += [_row("outcome", row["outcome"])] if row["outcome"] else []
-    run = report["thisRun"]
-    move = (f"{run['stateBefore'] or '-'} -> {run['stateAfter']}" if run["stateAfter"] else "no state change")
-    out.append(f"this run would: {move}" + (f" ({run['message']})" if run["message"] else "") + "\n")
-    out += [f"  - {line}\n" for line in run["actions"]] or ["  - no writes\n"]
-    out += [f"  note: {line}\n" for line in run["notes"]]
-    out.append("what would change the outcome\n")
-    out += [f"  - {line}\n" for line in report["wouldChange"]]
-    return "".join(out)
+    return out

@@ -8,7 +8,7 @@ explains every line.
 - preflight/report.py gives the lines as text or JSON, and the exit code.
 
 Validation is not done again here: the settings come from `settings.read` (through
-observe.read_settings), the Secrets from `settings.check_secret` and `auth.auths`, the pools from the
+observe.read_settings), the Secrets from `auth.check_secret` and `auth.auths`, the pools from the
 lifecycle's own decisions and the rollout's selector checks; the checks only say what they mean
 before a first run. This module names the package's surface, for the command and the tests."""
 

@@ -15,7 +15,7 @@ from reconcile.preflight.report import APPLY_BASE, FAIL, OK, WARN, Line
 
 
 def check_build_storage(f: Facts) -> list[Line]:
-    """Where builds keep their images (core/storage.py): the StorageClass each pool's volume would
+    """Where builds keep their images (core/storage/): the StorageClass each pool's volume would
     be made of, decided as a run decides it."""
     found = f.settings
     if not isinstance(found, Settings):
@@ -53,7 +53,7 @@ def check_registry(f: Facts) -> list[Line]:
         return [(OK, f"{host} answers {f.registry_url} with the push credentials ({how})")]
     err = f.registry_error
     if re.search(r"answered 40[13]|not authorised|token service", err):
-        ns, name = settings.secret_location(f.namespace, s.push_secret)
+        ns, name = auth.secret_location(f.namespace, s.push_secret)
         return [(FAIL, f"{host} refuses the push credentials: {err}",
                  f"put credentials that may push to {s.repo} in Secret {ns}/{name}")]
     if "certificate" in err.lower():

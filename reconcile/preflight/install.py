@@ -86,15 +86,15 @@ def check_settings(f: Facts) -> list[Line]:
 def _secret(f: Facts, key: str, ref: str, images: Mapping[str, str], push: bool) -> Line:
     """A pull or push Secret: read, parsed as the build reads it, and naming the registries of
     `images` (what each is used for -> image); never a value in a message."""
-    ns, name = settings.secret_location(f.namespace, ref)
+    ns, name = auth.secret_location(f.namespace, ref)
     implied = ref == settings.GLOBAL_PULL_SECRET and not push    # the key is unset: the MCO's default
-    where = f"Secret {ns}/{name} ({settings.secret_origin(key, ns, name)})"
+    where = f"Secret {ns}/{name} ({auth.secret_origin(key, ns, name)})"
     if key in f.secret_errors:
         return (FAIL, f"cannot read {where}: {f.secret_errors[key]}",
                 "run preflight as a user who may read it (the permissions line says if the reconciler may)")
     secret = f.secrets.get(key)
     try:
-        settings.check_secret(key, name, secret, ns)
+        auth.check_secret(key, name, secret, ns)
         found = auth.auths(secret or {})
     except (SettingsError, auth.AuthError) as err:
         if secret is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconcile.contract.problem import Problem
-from reconcile.imagebuild import settings
+from reconcile.imagebuild import auth, settings
 from reconcile.imagebuild.settings import Settings
 
 #: the reconciler's own ServiceAccount (kustomize/base/serviceaccount.yaml), whose permissions count
@@ -90,7 +90,7 @@ def needs(found: Settings | Problem | None, namespace: str) -> list[Need]:
     if isinstance(found, Settings):
         for key, ref in (("baseImagePullSecretName", found.pull_secret),
                          ("finalImagePushSecretName", found.push_secret)):
-            ns, name = settings.secret_location(namespace, ref)
+            ns, name = auth.secret_location(namespace, ref)
             if ns != namespace and not any(n.namespace == ns and n.rule.resource == "secrets"
                                            and n.verb == "get" and n.name in ("", name) for n in out):
                 out.append(Need(Rule(ns, "", "secrets", ("get",), (name,), "",

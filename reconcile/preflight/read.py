@@ -151,7 +151,7 @@ def _rendered_policies(cluster: live.LiveCluster, f: Facts) -> None:
             continue
         try:
             f.rendered_policies[name] = containersconf.from_machineconfig(mc).get("policy.json", "")
-        except containersconf.Unreadable as err:
+        except containersconf.UnreadableFile as err:
             f.rendered_policy_errors[name] = str(err)
 
 
@@ -180,7 +180,7 @@ def _secrets(cluster: live.LiveCluster, f: Facts) -> None:
         return
     for key, ref in (("baseImagePullSecretName", f.settings.pull_secret),
                      ("finalImagePushSecretName", f.settings.push_secret)):
-        ns, name = settings.secret_location(f.namespace, ref)
+        ns, name = auth.secret_location(f.namespace, ref)
         secret, error = _read(lambda ns=ns, name=name: cluster.get("Secret", ns, name))
         if error:
             f.secret_errors[key] = error

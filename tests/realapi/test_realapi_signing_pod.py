@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.imagebuild import signer, signing
+from reconcile.imagebuild import signing
+from reconcile.imagebuild.signing import signer
 from tests.support import factory as F
 
 pytestmark = pytest.mark.realapi

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from reconcile.imagebuild import disruption
+from reconcile.core.node import disruption
 from tests.support import mcoreal, ndp
 from tests.unit import test_disruption as T
 

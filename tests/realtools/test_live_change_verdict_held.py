@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from reconcile.imagebuild import disruption, livechange
+from reconcile.core.node import disruption, livechange
 from tests.realtools.test_disruption_parity import LEGACY, as_dict, key, real
 from tests.support import mcoreal, ndp
 from tests.unit import test_live_change_held as H

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from reconcile.cluster import registry
-from reconcile.imagebuild import signatures, signing
+from reconcile.imagebuild import signing
+from reconcile.imagebuild.signing import signatures
 from tests.support import realbuild as R
 from tests.support import signing as S
 from tests.unit.test_signing_plan import key_secret

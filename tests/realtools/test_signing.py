@@ -294,7 +294,8 @@ def run_signing_pod(world: World, pod: dict, keys: dict[str, Path], root: Path) 
 def test_the_reconcilers_signing_pod_signs_with_both_keys_that_both_policies_accept(world, tmp_path):
     """The signing Pod as the reconciler renders it (imagebuild/signer.py), two keys (a rotation's
     step 1): what it signs is allowed under the Component with the old key and with the new one."""
-    from reconcile.imagebuild import signer, signing
+    from reconcile.imagebuild import signing
+    from reconcile.imagebuild.signing import signer
     image = world.push("signed-by-the-pod")
     pod = signer.render(name="ocl-sign-worker-x", namespace="ocl-reconciler", labels={}, annotations={}, owner={},
                         image=image, keys=("old", "new"), signer_image=signing.DEFAULT_SIGNER_IMAGE,

@@ -302,7 +302,7 @@ def test_foreign_object_with_our_name_blocks_the_pool(tmp_path):
     from reconcile.cluster import observe
     from reconcile.core import desired
     seen = observe.observe(server.store, F.NS)
-    from reconcile.imagebuild import clusterfacts
+    from reconcile.imagebuild.platform import clusterfacts
     nodes = clusterfacts.ClusterFacts(nodes=tuple(F.find(server.items(), "Node")))
     inp = desired.inputs(seen.settings, F.the_pool(server.items()), F.content(F.the_pool(server.items())), nodes)
     squatter = F.configmap(desired.names(inp).build.replace("ocl-build", "ocl-dockerfile"), {"x": "y"})

@@ -28,7 +28,8 @@ from typing import Any
 
 import jsonpatch
 
-from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound
+from reconcile.cluster import AlreadyExists, Invalid, NotFound
+from reconcile.cluster import Changed as Conflict
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.contract import objects
 

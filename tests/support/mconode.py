@@ -85,7 +85,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconcile.imagebuild import architecture
+from reconcile.imagebuild.platform import architecture
 from tests.support import mcorender
 
 MCO = mcorender.MCO

@@ -14,7 +14,8 @@ import pytest
 
 from reconcile.contract import annotations as A
 from reconcile.core import patches
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import PoolPlan
+from reconcile.core.actions import Write as Action
 from reconcile.diff import view
 from tests.support import factory as F
 from tests.unit.test_builders import dockercfg_secret

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import PoolPlan
+from reconcile.core.actions import Write as Action
 from reconcile.diff import masking, view
 from tests.support import factory as F
 

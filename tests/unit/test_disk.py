@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from reconcile.imagebuild import disk, settings, templates
+from reconcile.core.storage import disk
+from reconcile.imagebuild import settings, templates
 from tests.support import factory as F
 
 GIB = 1 << 30

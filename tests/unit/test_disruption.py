@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from reconcile.imagebuild import disruption, livechange
-from reconcile.imagebuild.disruption import Action
+from reconcile.core.node import disruption, livechange
+from reconcile.core.node.disruption import Action
 from tests.support import ndp
 
 CRIO_RELOAD = Action("Reload", "crio.service")

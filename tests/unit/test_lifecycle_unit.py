@@ -13,7 +13,8 @@ from reconcile.cluster.planner import Planner
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import lifecycle
-from reconcile.imagebuild import clusterfacts, settings
+from reconcile.imagebuild import settings
+from reconcile.imagebuild.platform import clusterfacts
 from tests.support import factory as F
 
 OURS = ("/metadata/annotations/ocl-reconciler.io~1",

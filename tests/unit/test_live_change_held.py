@@ -24,8 +24,8 @@ import copy
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.imagebuild import disruption, livechange
-from reconcile.imagebuild.disruption import REBOOTS, Action
+from reconcile.core.node import disruption, livechange
+from reconcile.core.node.disruption import REBOOTS, Action
 from tests.support import mconode, ndp
 from tests.unit import test_disruption as T
 from tests.unit.test_gate import cycle, pool

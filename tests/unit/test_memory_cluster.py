@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.cluster import AlreadyExists, Conflict, Invalid, NotFound, snapshot
+from reconcile.cluster import AlreadyExists, Invalid, NotFound, snapshot
+from reconcile.cluster import Changed as Conflict
 from reconcile.cluster.memory import MemoryCluster
 from tests.support import factory as F
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 
-from reconcile.cluster import AlreadyExists, Conflict, lease
+from reconcile.cluster import AlreadyExists, lease
+from reconcile.cluster import Changed as Conflict
 from reconcile.contract import annotations as A
 from tests.standin.test_rbac import phase
 from tests.support import factory as F

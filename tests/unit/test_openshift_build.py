@@ -256,7 +256,8 @@ def test_an_ephemeral_storage_key_set_to_whitespace_is_unset(request_, limit, wa
     """A key of only spaces is not set (as everywhere else in the settings): the one set is
     compared with nothing, and the other follows it (imagebuild/disk.py: a derived request is never
     above a limit that is set, nor a derived limit below a request that is set)."""
-    from reconcile.imagebuild import disk, settings
+    from reconcile.core.storage import disk
+    from reconcile.imagebuild import settings
     from tests.support import factory as F
     found = settings.read(F.NS, {"on-cluster-build-config": F.build_config(buildEphemeralStorageRequest=request_,
                                                                            buildEphemeralStorageLimit=limit),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reconcile.imagebuild import osstream
+from reconcile.imagebuild.platform import osstream
 from tests.support import factory as F
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "mco-render"

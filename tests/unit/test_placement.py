@@ -10,7 +10,8 @@ import pytest
 
 from reconcile.contract import annotations as A
 from reconcile.core import desired
-from reconcile.imagebuild import clusterfacts, settings
+from reconcile.imagebuild import settings
+from reconcile.imagebuild.platform import clusterfacts
 from tests.support import factory as F
 
 IMAGE = f"{F.REPO}@sha256:{'e' * 64}"

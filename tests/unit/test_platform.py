@@ -15,7 +15,7 @@ import kubelet
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.imagebuild import architecture, osstream
+from reconcile.imagebuild.platform import architecture, osstream
 from tests.support import factory as F
 
 ARCH = architecture.ARCH_LABEL
@@ -333,7 +333,8 @@ def test_an_upgrade_keeps_the_image_the_version_before_the_platform_built(run_cl
     """The previous version's id hashed no architecture, stream or builder image: a pool it built
     keeps its image (EQUIVALENT), and the architecture is recorded from then on."""
     from reconcile.core import desired
-    from reconcile.imagebuild import clusterfacts, settings
+    from reconcile.imagebuild import settings
+    from reconcile.imagebuild.platform import clusterfacts
     items = world()
     pool = F.the_pool(items)
     s = settings.read(F.NS, {"on-cluster-build-config": F.build_config(),

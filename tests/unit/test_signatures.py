@@ -14,7 +14,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from reconcile.imagebuild import signatures, signing
+from reconcile.imagebuild import signing
+from reconcile.imagebuild.signing import signatures
 from tests.support import factory as F
 from tests.support.fakeregistry import cosign_signature, key_pair
 from tests.unit.test_signing_plan import key_secret

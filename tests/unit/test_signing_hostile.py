@@ -16,7 +16,8 @@ import pytest
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import signer, signing
+from reconcile.imagebuild import signing
+from reconcile.imagebuild.signing import signer
 from tests.support import factory as F
 from tests.unit.test_signing_plan import (
     ann,

@@ -27,7 +27,8 @@ from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import settings, signer, signing
+from reconcile.imagebuild import settings, signing
+from reconcile.imagebuild.signing import signer
 from tests.support import factory as F
 
 #: two P-256 public keys made with `openssl ecparam -name prime256v1 -genkey | openssl ec -pubout`
@@ -396,7 +397,7 @@ def rollback(keys: dict):
 def signed_lookup(image: str, *signed) -> object:
     """What the shell hands over for a labelled image with signing on: its signatures as read."""
     from reconcile.core import images
-    from reconcile.imagebuild import signatures
+    from reconcile.imagebuild.signing import signatures
     return images.Lookup(image, True, signatures=tuple(signatures.Signature(*s) for s in signed))
 
 

@@ -11,7 +11,7 @@ from reconcile.contract import objects
 
 
 @dataclass(frozen=True)
-class Action:
+class Write:
     """One effect of a run. `obj` is the body to create, or the live object to patch or delete;
     `after` is the object as the patch leaves it (what a diff shows). A "prune" deletes `images`
     from the registry, then patches the pool's image history (`obj`) as `after` shows."""
@@ -42,7 +42,7 @@ class PoolPlan:
     state_before: str | None = None
     state_after: str | None = None
     message: str = ""
-    actions: list[Action] = field(default_factory=list)
+    actions: list[Write] = field(default_factory=list)
     #: What the plan decided not to do, for people (images kept because something uses them); a
     #: WarningNote is logged as a warning.
     notes: list[str] = field(default_factory=list)

@@ -11,8 +11,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import carryforward, desired, events, images, rollout, signing, storage
-from reconcile.core.actions import Action, WarningNote
+from reconcile.core import carryforward, desired, events, images, rollout, signgate, storage
+from reconcile.core.actions import WarningNote, Write
 from reconcile.core.actions.step import (
     Step,
     apply_rollout,
@@ -25,7 +25,8 @@ from reconcile.core.actions.step import (
 )
 from reconcile.core.decision import MISSING
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import architecture, builders
+from reconcile.imagebuild import builders
+from reconcile.imagebuild.platform import architecture
 
 
 def built(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
@@ -77,7 +78,7 @@ def live(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
                f"{image} was built from, only in what the nodes take live ({said})")
     s.plan.notes.append(message)
     s.plan.state_after, s.plan.message = A.SUCCEEDED, message
-    s.plan.actions.append(Action("create", events.notice(d.pool, LIVE_EVENT, message,
+    s.plan.actions.append(Write("create", events.notice(d.pool, LIVE_EVENT, message,
                                                          d.inputs.rendered_config,
                                                          rfc3339(s.now), ann.get(A.TRANSITION, ""))))
     out = rollout_of(s, image, built or d.inputs.rendered_config, False)
@@ -97,6 +98,9 @@ def stay_failed(s: Step, mc: Mapping[str, Any] | None, material: desired.Materia
 
 
 def succeed(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """The build succeeded: its image (repository and digest) becomes the pool's. One build, one
+    architecture, one digest: multi-architecture builds (imagebuild/platform/) assemble the image's
+    index here, from each architecture's digest, before it is recorded."""
     image = f"{s.d.settings.repo}@{s.d.status.digest}"                # both parts validated already
     out = rollout_of(s, image, s.d.inputs.rendered_config, True)
     _record_image(s, image, out.waiting)
@@ -168,11 +172,11 @@ def start(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
         return record_blocked(s, str(err))
     if placed.told:             # before the record: a rerun after a kill names it the same, and tells it once
         s.plan.notes.append(placed.told)
-        s.plan.actions.append(Action("create", events.notice(d.pool, storage.REASON, placed.told, placed.told,
+        s.plan.actions.append(Write("create", events.notice(d.pool, storage.REASON, placed.told, placed.told,
                                                              rfc3339(s.now), s.ann.get(A.TRANSITION, ""),
                                                              kind="Warning")))
     if placed.create:           # the volume before the Pod that mounts it
-        s.plan.actions.append(Action("create", placed.create))
+        s.plan.actions.append(Write("create", placed.create))
     s.plan.notes += [n for n in (placed.note, f"disk: {placed.disk.figures}") if n]
     create_missing(s.plan, want, {(o.get("kind"), objects.name(o)): o for o in d.current})
     why_not = not_reused(d.lookup)
@@ -204,7 +208,7 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     d, g = s.d, s.d.signing
     keys = ", ".join(f"{k.secret} ({k.fingerprint[:19]})" for k in d.settings.signing_keys)
     if g.pod is None:
-        s.plan.actions.append(Action("create", dict(g.want or {})))
+        s.plan.actions.append(Write("create", dict(g.want or {})))
     # older signing Pods (another key set), one of this name that runs something else, and older
     # builds go; this build's objects stay (the build's digest is read from it again)
     s.delete(d.stale + tuple(o for o in d.current if o.get("kind") == "Pod" and objects.name(o).startswith(
@@ -214,7 +218,7 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
     if g.impostor:
         said = (f"Pod {g.pod_name} is not the signing Pod this run makes (another image, command, "
                 "volumes or ServiceAccount): deleted, its status ignored; the next run makes ours")
-    if g.then in signing.FRESH:
+    if g.then in signgate.FRESH:
         what = "built" if g.then is Transition.SUCCEED else f"reusing ({d.inputs.build_id})"
         if failed:
             # cosign's cause ends its line (a Go error chain): a message too long loses its middle

@@ -10,12 +10,12 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.core import desired, events, mcolabel, rollout, storage
-from reconcile.core.actions import Action
+from reconcile.core.actions import Write
 from reconcile.core.actions.step import Step, apply_rollout, patch_annotations, rfc3339
 
 
 def opt_out(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
-    """Our objects go (a labelled volume that is not ours stays: core/storage.py), and so does
+    """Our objects go (a labelled volume that is not ours stays: core/storage/), and so does
     every key of ours on the pool."""
     s.delete(o for o in s.d.owned
              if o.get("kind") != rollout.KIND and storage.deletable(o, s.d.pool, s.d.pool_name))
@@ -35,7 +35,7 @@ def mco_label(s: Step, mc: Mapping[str, Any] | None, material: desired.Material 
     """Reported, and nothing else: no state written, nothing deleted (core/mcolabel.py)."""
     told = A.one_line(s.d.problem, 1024)
     if s.ann.get(A.MCO_LABEL) != told:
-        s.plan.actions.append(Action("create", events.notice(
+        s.plan.actions.append(Write("create", events.notice(
             s.d.pool, mcolabel.REASON, told, told, rfc3339(s.now), s.ann.get(A.TRANSITION, ""),
             kind="Warning")))
         patch_annotations(s.plan, s.d.pool, {A.MCO_LABEL: told})

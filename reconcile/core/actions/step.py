@@ -14,7 +14,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import events, patches, rollout
-from reconcile.core.actions import Action, PoolPlan
+from reconcile.core.actions import PoolPlan, Write
 from reconcile.core.decision import Decision
 from reconcile.core.rollout import check as rolloutcheck
 
@@ -42,7 +42,7 @@ class Step:
         kept by its finalizer): deleting it again changes nothing."""
         for obj in sorted(objs, key=objects.sort_key):
             if not objects.meta(obj).get("deletionTimestamp"):
-                self.plan.actions.append(Action("delete", dict(obj)))
+                self.plan.actions.append(Write("delete", dict(obj)))
 
 
 def rfc3339(now: datetime) -> str:
@@ -60,7 +60,7 @@ def annotate(plan_: PoolPlan, pool: Mapping[str, Any], wanted: dict[str, str | N
         subject = wanted.get(A.IMAGE) if wanted[A.STATE] == A.SUCCEEDED else None
         subject = subject or wanted.get(A.BUILD) or current.get(A.BUILD) or wanted.get(A.RENDERED) or ""
         # the Event goes first: a rerun after a kill finds it (same name) and does not repeat it
-        plan_.actions.append(Action("create", events.event(
+        plan_.actions.append(Write("create", events.event(
             pool, wanted[A.STATE], subject, wanted.get(A.MESSAGE) or "", rfc3339(now), reason,
             since=current.get(A.TRANSITION, ""))))
     patch_annotations(plan_, pool, A.changes(current, wanted))
@@ -81,11 +81,11 @@ def extend_pool_patch(plan_: PoolPlan, pool: Mapping[str, Any], ops: list[dict[s
     """Add `ops` to the plan's patch of the pool, so that the pool gets one patch (or make one)."""
     index, _ = pool_patch(plan_, pool)
     if index is None:
-        plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+        plan_.actions.append(Write("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
         return
     old = plan_.actions[index]
     both = (*old.patch, *ops)
-    plan_.actions[index] = Action("patch", old.obj, both, patches.apply(pool, list(both)))
+    plan_.actions[index] = Write("patch", old.obj, both, patches.apply(pool, list(both)))
 
 
 def forget(plan_: PoolPlan, pool: Mapping[str, Any], key: str) -> None:
@@ -98,7 +98,7 @@ def patch_annotations(plan_: PoolPlan, pool: Mapping[str, Any], change: Mapping[
     """One patch of the pool that touches only the changed keys of ours."""
     if change:
         ops = patches.annotation_ops(pool, change)
-        plan_.actions.append(Action("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
+        plan_.actions.append(Write("patch", dict(pool), tuple(ops), patches.apply(pool, ops)))
 
 
 def create_missing(plan_: PoolPlan, want: list[dict[str, Any]],
@@ -109,9 +109,9 @@ def create_missing(plan_: PoolPlan, want: list[dict[str, Any]],
     for obj in want:
         have = live.get((obj["kind"], objects.name(obj)))
         if have is None:
-            plan_.actions.append(Action("create", obj))
+            plan_.actions.append(Write("create", obj))
         elif obj["kind"] in ("ConfigMap", "Secret") and _content_hash(have) != _content_hash(obj):
-            plan_.actions += [Action("delete", dict(have)), Action("create", obj)]
+            plan_.actions += [Write("delete", dict(have)), Write("create", obj)]
 
 
 def _content_hash(obj: Mapping[str, Any]) -> str | None:
@@ -143,7 +143,7 @@ def checked(s: Step) -> dict[str, str | None]:
         told = rolloutcheck.State(rolloutcheck.OVERRIDDEN_KIND, found.image, found.winner).describe(
             s.d.pool_name, rollout.name(s.d.pool_name))
         s.plan.notes.append(told)
-        s.plan.actions.append(Action("create", events.notice(
+        s.plan.actions.append(Write("create", events.notice(
             s.d.pool, rolloutcheck.OVERRIDDEN, told, found.rendered, rfc3339(s.now), kind="Warning")))
     return A.changes(s.ann, found.annotations())
 

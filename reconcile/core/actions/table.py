@@ -16,7 +16,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
-from reconcile.core import desired, patches, signing, storage
+from reconcile.core import desired, patches, signgate, storage
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions.buildrows import (
     built,
@@ -35,7 +35,7 @@ from reconcile.core.actions.step import Step, extend_pool_patch, forget, pool_pa
 from reconcile.core.decision import MISSING, Decision, decide_cluster
 from reconcile.core.rollout.gate import gate
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import clusterfacts
+from reconcile.imagebuild.platform import clusterfacts
 from reconcile.imagebuild.settings import Settings
 
 ACTIONS: dict[Transition, Callable[[Step, Mapping[str, Any] | None, desired.Material | None], None]] = {
@@ -73,7 +73,7 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
         if told and d.settings.persistent_storage:    # what its build got, if a kill lost the record
             step.base[A.BUILD_STORAGE] = told
     ACTIONS[d.transition](step, machineconfig, material)
-    if d.transition in signing.RECORDS and d.settings is not None:
+    if d.transition in signgate.RECORDS and d.settings is not None:
         _record_signed(step)
     if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):
         forget(step.plan, d.pool, A.MCO_LABEL)        # the pool moved to our label: said no more
@@ -94,7 +94,7 @@ def _record_signed(step: Step) -> None:
 
 def _settle_storage(step: Step) -> None:
     """After the pool's record: its build storage volumes that nothing records or mounts go, and
-    without persistent storage the record goes too (core/storage.py)."""
+    without persistent storage the record goes too (core/storage/)."""
     d = step.d
     after = objects.annotations(pool_patch(step.plan, d.pool)[1])
     deleted = [objects.name(a.obj) for a in step.plan.actions

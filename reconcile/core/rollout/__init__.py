@@ -37,9 +37,9 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects, selector
 from reconcile.core import events, patches
-from reconcile.core.actions import Action
+from reconcile.core.actions import Write
 from reconcile.imagebuild import templates
-from reconcile.imagebuild.osstream import named_by as stream
+from reconcile.imagebuild.platform.osstream import named_by as stream
 
 PREFIX = "ocl-osimageurl-"
 ROLE_LABEL = "machineconfiguration.openshift.io/role"
@@ -138,7 +138,7 @@ def blocker(v: View, pool: Mapping[str, Any]) -> str | None:
 class Rollout:
     """What a pool's plan does about its MachineConfig: the actions, why it waits (the pool's
     message) and which pools will roll the image out."""
-    actions: list[Action] = field(default_factory=list)
+    actions: list[Write] = field(default_factory=list)
     waiting: str = ""
     pools: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
@@ -169,7 +169,7 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
             return Rollout()
         ops = patches.guarded(live, [{"op": "replace", "path": "/metadata/ownerReferences",
                                       "value": [naming.owner_reference(pool, controller=False)]}])
-        return Rollout(actions=[Action("patch", dict(live), tuple(ops), patches.apply(live, ops))],
+        return Rollout(actions=[Write("patch", dict(live), tuple(ops), patches.apply(live, ops))],
                        notes=[f"MachineConfig {name(pool_name)}: its ownerReference is no longer a "
                               "controller "
                               "reference, so the render controller enqueues every pool that selects it"])
@@ -187,11 +187,11 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
     told = (f"MachineConfig {name(pool_name)} -> {image}: the MCO rolls it out to pool(s) "
             f"{', '.join(pools)}{heirs}")
     out = Rollout(pools=pools, notes=[told])
-    out.actions.append(Action("create", events.notice(pool, ROLLOUT, told, f"{name(pool_name)}={image}",
+    out.actions.append(Write("create", events.notice(pool, ROLLOUT, told, f"{name(pool_name)}={image}",
                                                       time, since)))
     want = desired(pool, image, built_config)
     if live is None:
-        out.actions.append(Action("create", want))
+        out.actions.append(Write("create", want))
     else:
         ops = patches.guarded(live, [
             {"op": "replace" if "osImageURL" in (live.get("spec") or {}) else "add",
@@ -199,7 +199,7 @@ def ensure(v: View, pool: Mapping[str, Any], image: str, built_config: str, time
             *patches.annotation_ops(live, {A.BUILT_CONFIG: built_config}),
             *([{"op": "replace", "path": "/metadata/ownerReferences",
                 "value": [naming.owner_reference(pool, controller=False)]}] if _controlled(live) else [])])
-        out.actions.append(Action("patch", dict(live), tuple(ops), patches.apply(live, ops)))
+        out.actions.append(Write("patch", dict(live), tuple(ops), patches.apply(live, ops)))
     return out
 
 
@@ -214,9 +214,9 @@ def remove(v: View, pool: Mapping[str, Any] | None, pool_name: str, time: str) -
     out = Rollout(notes=[told])
     if pool is not None:
         since = objects.annotations(pool).get(A.TRANSITION, "")
-        out.actions.append(Action("create", events.notice(pool, ROLLBACK, told, name(pool_name), time, since,
+        out.actions.append(Write("create", events.notice(pool, ROLLBACK, told, name(pool_name), time, since,
                                                           kind="Warning")))
-    out.actions.append(Action("delete", dict(live)))
+    out.actions.append(Write("delete", dict(live)))
     return out
 
 

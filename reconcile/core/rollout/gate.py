@@ -7,7 +7,7 @@ from __future__ import annotations
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.core import events, patches
-from reconcile.core.actions import Action
+from reconcile.core.actions import Write
 from reconcile.core.actions.step import Step, extend_pool_patch, pool_patch, rfc3339
 from reconcile.core.rollout import hold
 from reconcile.core.transitions import Transition
@@ -55,7 +55,7 @@ def gate(s: Step) -> None:
     if g.move in hold.EVENTS:               # the Event goes before the patch it tells of
         reason, warning = hold.EVENTS[g.move]
         s.plan.notes.append(g.message)
-        told = Action("create", events.notice(
+        told = Write("create", events.notice(
             pool, reason, g.message, f"{g.move.name}={hold.rendered(pool)}", rfc3339(s.now),
             objects.annotations(pool).get(A.GATE_SINCE, ""), kind="Warning" if warning else "Normal"))
         s.plan.actions.insert(index if index is not None else len(s.plan.actions), told)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from reconcile.imagebuild.buildinputs import Mount
 
-#: Where a build Pod mounts its pool's build storage (core/storage.py), given to build-pod.sh as
+#: Where a build Pod mounts its pool's build storage (core/storage/), given to build-pod.sh as
 #: BUILD_STORAGE_DIR: buildah's rootless data directory ($XDG_DATA_HOME, its image store under
 #: containers/storage), where the MCO's build Pod mounts its storage too
 #: (openshift/machine-config-operator pkg/controller/build/buildrequest/buildrequest.go:
@@ -38,7 +38,7 @@ class BuildContext:
     #: our ConfigMap with the cluster's registries.conf / policy.json (containersconf), and its keys
     containers_configmap: str | None = None
     containers_files: tuple[str, ...] = ()
-    #: where the build may run: the pool's architecture (imagebuild/architecture.py); {} = anywhere
+    #: where the build may run: the pool's architecture (imagebuild/platform/architecture.py); {} = anywhere
     node_selector: Mapping[str, str] = field(default_factory=dict)
     #: requests and limits, and the deadline in seconds (settings: the same for both builders)
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

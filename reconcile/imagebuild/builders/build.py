@@ -10,7 +10,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.imagebuild import diskspace, imageref, templates
+from reconcile.imagebuild import imageref, templates
+from reconcile.imagebuild.builders import outofdisk
 from reconcile.imagebuild.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Build"
@@ -114,7 +115,7 @@ def read_status(build: Mapping[str, Any], now: datetime | None = None) -> BuildS
             return BuildStatus(A.SUCCEEDED, digest=digest)
         return BuildStatus(A.FAILED, message=f"build {where} completed without a sha256 digest "
                                              "in status.output.to.imageDigest")
-    disk = diskspace.diagnose(status.get("reason") == "BuildPodEvicted", status.get("message", ""),
+    disk = outofdisk.diagnose(status.get("reason") == "BuildPodEvicted", status.get("message", ""),
                               last_line(status.get("logSnippet", ""))) if phase in _FAILED else None
     if disk is not None:
         return BuildStatus(A.FAILED, transient=disk.transient and phase != "Cancelled", message=A.one_line(

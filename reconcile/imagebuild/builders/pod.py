@@ -8,7 +8,8 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.imagebuild import diskspace, imageref, templates
+from reconcile.imagebuild import imageref, templates
+from reconcile.imagebuild.builders import outofdisk
 from reconcile.imagebuild.builders.base import BuildContext, BuildStatus, last_line, transient_text
 
 kind = "Pod"
@@ -53,7 +54,7 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
         lost = status.get("reason") in LOST
         pod_reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p)
         log = last_line(term.get("message", ""))
-        disk = diskspace.diagnose(status.get("reason") == "Evicted", status.get("message", ""), log,
+        disk = outofdisk.diagnose(status.get("reason") == "Evicted", status.get("message", ""), log,
                                   _claims(pod))
         if disk is not None:
             code = "" if status.get("reason") == "Evicted" else _code(term)

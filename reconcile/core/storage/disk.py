@@ -4,7 +4,7 @@ persistent build storage, from the peak that bench/build_cost.py measured
 unpacked size) for the base image in use. A key that on-cluster-build-config sets wins; without
 the base's size (the registry could not be asked, or a snapshot run) the settings' defaults
 apply. Either way the build object records where its figures came from (ocl-reconciler.io/disk),
-so that a build that runs out of space says so with them (imagebuild/diskspace.py).
+so that a build that runs out of space says so with them (imagebuild/builders/outofdisk.py).
 
 Which rows of the table:
 - the driver the Pod names (STORAGE_DRIVER); `auto` (overlay where buildah can mount it, else

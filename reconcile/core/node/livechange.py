@@ -1,9 +1,10 @@
 """Does a new rendered config need a new image, or do the pool's nodes take it live on the image
-they run? (settings key `liveChanges`; docs/rollout.md, "Changes a node takes live")
+they run? (settings key `liveChanges`, imagebuild/settings.py `LIVE_MODES`; docs/rollout.md,
+"Changes a node takes live")
 
 Since 4.20 the MCO's own layering builds nothing for a change its daemon applies without a
 reboot (`ctrlcommon.RequiresRebuild`, openshift/machine-config-operator PR 4996). We do the same,
-with the daemon's own rule (imagebuild/disruption.py) applied to the config the pool's image was
+with the daemon's own rule (core/node/disruption.py) applied to the config the pool's image was
 built from and the new rendered config, `osImageURL` and kernel arguments left out (our image stays;
 kernel arguments are never image content). Not `RequiresRebuild` as it stands: it compares the
 rendered `osImageURL`, our own image here, and rebuilds for kernel arguments. A change is live only
@@ -17,19 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconcile.imagebuild import disruption
+from reconcile.core.node import disruption
 
-#: key `liveChanges`: `apply` (the default) keeps the image for a change the nodes take live;
-#: `rebuild` builds for every content change, as versions before it did
-APPLY, REBUILD = "apply", "rebuild"
-MODES = (APPLY, REBUILD)
 #: The first release whose daemon reads node disruption policies by default (GA in 4.17; before it,
 #: `calculatePostConfigChangeActionFromMCDiffs`'s fixed list)
 POLICY_SINCE = (4, 17)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LiveVerdict:
     """`live`: build nothing; `actions`: what the daemon does on each node; `why`: why it is not
     live (one line, "" when it is)."""
     live: bool
@@ -79,23 +76,23 @@ def _removed_from_units(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
 
 
 def verdict(built_from: Mapping[str, Any], rendered: Mapping[str, Any],
-            policies: Mapping[str, Any] | None) -> Verdict:
+            policies: Mapping[str, Any] | None) -> LiveVerdict:
     """`built_from`: the rendered MachineConfig the pool's image was built from; `rendered`: the
     pool's new one; `policies`: the cluster's merged node disruption policies, None on a release
     without them."""
     d = disruption.diff(built_from, rendered)
     if d.fips or d.kernel_type or d.extensions:
-        return Verdict(False, why="the image installs what changed (extensions, kernel type or fips)")
+        return LiveVerdict(False, why="the image installs what changed (extensions, kernel type or fips)")
     if _rest(built_from) != _rest(rendered):
-        return Verdict(False, why="what changed is in the image alone (links, directories or another field "
-                                  "the machine-config daemon does not apply)")
+        return LiveVerdict(False, why="what changed is in the image alone (links, directories or another "
+                                      "field the machine-config daemon does not apply)")
     gone = [*d.removed_files, *d.removed_units, *_removed_from_units(built_from, rendered)]
     if gone:
-        return Verdict(False, why=f"removed from the config, still in the image: {', '.join(gone)}")
+        return LiveVerdict(False, why=f"removed from the config, still in the image: {', '.join(gone)}")
     done = disruption.actions(replace(d, os_update=False, kargs=False), policies)
     if disruption.reboots(done):
-        return Verdict(False, done, why="the machine-config daemon reboots for it")
-    return Verdict(True, done)
+        return LiveVerdict(False, done, why="the machine-config daemon reboots for it")
+    return LiveVerdict(True, done)
 
 
 def has_policies(release: str) -> bool:

@@ -1,6 +1,18 @@
-"""Image signing (docs/signing.md): the settings keys, the key Secrets' fingerprints, cosign's
-signature tag, and which ClusterImagePolicy covers our repository. Pure: the shell hands over the
-Secrets and policies it read; a key's value is looked at, never put in a message.
+"""Image signing, one concept in one place (docs/signing.md). With `imageSigningKeySecretName` set,
+every image a pool records or rolls out is signed by cosign with each key first, and an image found
+only in the registry is reused only if a current key signed it already. Its parts:
+
+- here: the vocabulary: the settings keys, the key Secrets and their fingerprints, cosign's
+  signature tag, which ClusterImagePolicy covers our repository (below);
+- `signer`: the signing Pod (manifests/pod-sign.yaml.j2), rendered and read;
+- `signatures`: the check of the cosign signatures an image already has (reuse and rollback);
+- the gate, in the state machine's tier: core/signgate.py (SIGN before an image is recorded or
+  rolled out; a reuse candidate `verified`);
+- the shell's reads: cluster/registry.py (`signatures`: the signature attachment), and preflight's
+  checks of a live cluster: preflight/signing.py (the ClusterImagePolicy and policy.json).
+
+The vocabulary, pure: the shell hands over the Secrets and policies it read; a key's value is
+looked at, never put in a message.
 
 The key pair lives in a Secret of ours in the form `cosign generate-key-pair k8s://<ns>/<name>`
 writes it (sigstore/cosign pkg/cosign/kubernetes/secret.go, `KeyPairSecret`: `cosign.key`, the
@@ -38,27 +50,27 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PEM = re.compile(rb"-----BEGIN PUBLIC KEY-----\s*([A-Za-z0-9+/=\s]+?)\s*-----END PUBLIC KEY-----")
 
 
-class Invalid(ValueError):
+class SigningError(ValueError):
     """One line naming the key Secret (or settings key) that is wrong."""
 
 
 @dataclass(frozen=True)
 class Key:
     """A key pair's Secret and its public key's fingerprint (`sha256:<hex>` of its DER bytes), with
-    those DER bytes (imagebuild/signatures.py verifies with them; a public key, never printed)."""
+    those DER bytes (imagebuild/signing/signatures.py verifies with them; a public key, never printed)."""
     secret: str
     fingerprint: str
     der: bytes = field(default=b"", repr=False, compare=False)
 
 
 def secret_names(value: str) -> tuple[str, ...]:
-    """The key Secrets named by `imageSigningKeySecretName` ("" = signing off). Raises Invalid."""
+    """The key Secrets named by `imageSigningKeySecretName` ("" = signing off). Raises SigningError."""
     names = tuple(n.strip() for n in value.split(",")) if value.strip() else ()
     if any(not objects.valid_name(n) for n in names):
-        raise Invalid(f"key {KEY_SECRETS!r}: {value!r} is not one Secret name of this namespace, or two "
+        raise SigningError(f"key {KEY_SECRETS!r}: {value!r} is not one Secret name of this namespace, or two "
                       "separated by a comma (lowercase RFC 1123)")
     if len(names) > MAX_KEYS or len(set(names)) != len(names):
-        raise Invalid(f"key {KEY_SECRETS!r}: {value!r} names {len(names)} Secrets; name one, or two "
+        raise SigningError(f"key {KEY_SECRETS!r}: {value!r} names {len(names)} Secrets; name one, or two "
                       "different ones while a key is rotated (docs/signing.md)")
     return names
 
@@ -85,17 +97,17 @@ def fingerprint(pem: bytes) -> str | None:
 
 def keys(namespace: str, names: Iterable[str],
          secrets: Mapping[str, Mapping[str, Any] | None]) -> tuple[Key, ...]:
-    """Each named key Secret's fingerprint, in the order named. Raises Invalid."""
+    """Each named key Secret's fingerprint, in the order named. Raises SigningError."""
     out = []
     for name in names:
         secret = secrets.get(name)
         where = f"Secret {namespace}/{name} (from on-cluster-build-config key {KEY_SECRETS!r})"
         if secret is None:
-            raise Invalid(f"{where} not found")
+            raise SigningError(f"{where} not found")
         data = secret.get("data") or {}
         missing = [k for k in SECRET_KEYS if k not in data]
         if missing:
-            raise Invalid(f"{where} has no key {', '.join(missing)} (want {', '.join(SECRET_KEYS)}, as "
+            raise SigningError(f"{where} has no key {', '.join(missing)} (want {', '.join(SECRET_KEYS)}, as "
                           "cosign generate-key-pair k8s://NAMESPACE/NAME writes them)")
         try:
             pem = base64.b64decode(data[PUBLIC_KEY] or "", validate=True)
@@ -103,7 +115,7 @@ def keys(namespace: str, names: Iterable[str],
             pem = b""
         der = public_der(pem)
         if not der:
-            raise Invalid(f"{where}: key {PUBLIC_KEY} holds no PEM PUBLIC KEY block")
+            raise SigningError(f"{where}: key {PUBLIC_KEY} holds no PEM PUBLIC KEY block")
         out.append(Key(name, _fingerprint(der), der))
     return tuple(out)
 

@@ -1,6 +1,6 @@
 """What a build depends on beyond the settings and the pool's own objects: the OS stream the pool
-builds on (imagebuild/osstream.py) and its nodes' architecture (imagebuild/architecture.py), each read from
-the cluster at most once per run.
+builds on (`osstream`) and its nodes' architecture (`architecture`), each read from the cluster at
+most once per run.
 
 - The singleton `OSImageStream` is read (one GET) whenever some pool is opted in: a pool that names
   no stream builds on the default one. Where the API is not served the GET answers 404 and the
@@ -20,7 +20,7 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.imagebuild import architecture, osstream
+from reconcile.imagebuild.platform import architecture, osstream
 
 
 class Unfit(ValueError):
@@ -57,7 +57,7 @@ class ClusterFacts:
         return other
 
 
-def stream(pool: Mapping[str, Any], facts: ClusterFacts) -> osstream.Stream | None:
+def stream(pool: Mapping[str, Any], facts: ClusterFacts) -> osstream.OSStream | None:
     if facts.problem:
         raise Unfit(facts.problem)
     try:

@@ -2,7 +2,7 @@
 pool or points our MachineConfig at it (`RECORDS`: a build's success, a reuse or rollback, or an
 image kept as built, equivalent or live) goes on only once the pool records that image signed with
 every current key (`ocl-reconciler.io/signed`). Until then the pool's transition is SIGN: a signing
-Pod (imagebuild/signer.py) signs the digest, and its failure is the pool's, with its reason.
+Pod (imagebuild/signing/signer.py) signs the digest, and its failure is the pool's, with its reason.
 
 So a newly built image and, when signing is turned on or a key added, the image a pool uses now
 are signed before a run records them or writes them into our MachineConfig; turning signing on or
@@ -23,8 +23,9 @@ from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import images
 from reconcile.core.transitions import Transition
-from reconcile.imagebuild import signatures, signer, signing
+from reconcile.imagebuild import signing
 from reconcile.imagebuild.builders.base import BuildStatus
+from reconcile.imagebuild.signing import signatures, signer
 
 #: the transitions that record an image or roll it out
 RECORDS = frozenset({Transition.SUCCEED, Transition.REUSE, Transition.BUILT, Transition.EQUIVALENT,
@@ -76,7 +77,7 @@ def render(d: Any, name: str, image: str) -> dict[str, Any]:
 
 def verified(found: Any, lookup: images.Lookup) -> images.Lookup:
     """The registry's answer about a rollback's image, with signing on (`found`: the settings): found
-    only if a current key signed that image for our repository (imagebuild/signatures.py), else not
+    only if a current key signed that image for our repository (imagebuild/signing/signatures.py), else not
     found, saying why (the pool builds again; nothing is signed). A snapshot run asks no registry:
     its image is taken as there and signed."""
     if found is None or not found.signs or not lookup.found:

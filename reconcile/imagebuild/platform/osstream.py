@@ -39,7 +39,7 @@ class Unlisted(ValueError):
 
 
 @dataclass(frozen=True)
-class Stream:
+class OSStream:
     name: str
     os_image: str
     extensions_image: str
@@ -79,7 +79,7 @@ def effective(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]] = ()) 
 
 
 def of_pool(pool: Mapping[str, Any], singleton: Mapping[str, Any] | None,
-            pools: Iterable[Mapping[str, Any]] = ()) -> Stream | None:
+            pools: Iterable[Mapping[str, Any]] = ()) -> OSStream | None:
     """The images of the stream the pool names, else (a custom pool) of worker's, else of the
     default stream; None when none is named and the cluster lists none (the ConfigMap's images
     stand). `pools`: every pool (worker's stream). Raises Unlisted."""
@@ -103,4 +103,4 @@ def of_pool(pool: Mapping[str, Any], singleton: Mapping[str, Any] | None,
     found = streams[wanted]
     if not found.get("osImage"):
         raise Unlisted(f"{where}: {KIND} {NAME} lists it without an osImage")
-    return Stream(wanted, str(found["osImage"]), str(found.get("osExtensionsImage") or ""))
+    return OSStream(wanted, str(found["osImage"]), str(found.get("osExtensionsImage") or ""))

@@ -1,4 +1,16 @@
-"""A pool's build storage (`buildStorage: persistent`, the buildah Pod's default): one
+"""Build storage, one concept in one place: where a build keeps its images and how much disk it
+gets. Its parts:
+
+- here: the pool's persistent build volume (`buildStorage: persistent`): which one, when a build
+  Pod mounts it, what is deleted (below);
+- `disk`: the figures: a build's ephemeral-storage request and limit and its volume's size, from
+  the base image's size (manifests/build-disk.yaml);
+- a build that ran out of space is told as such by the builders, with those figures:
+  imagebuild/builders/outofdisk.py (below the state machine, as the builders read it);
+- the settings keys (`buildStorage`, `storageClassName`, the sizes): imagebuild/settings.py; the
+  shell's reads: cluster/observe.py (the StorageClasses), cluster/registry.py (the base's size).
+
+The volume. A pool's build storage (`buildStorage: persistent`, the buildah Pod's default): one
 PersistentVolumeClaim per pool that outlives the build Pod, mounted where buildah keeps its images,
 so that a rebuild reuses the base image an earlier build pulled.
 
@@ -54,7 +66,8 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core.actions import WarningNote
-from reconcile.imagebuild import disk, settings, templates
+from reconcile.core.storage import disk
+from reconcile.imagebuild import settings, templates
 from reconcile.imagebuild.builders.base import STORAGE_MOUNT
 
 KIND = "PersistentVolumeClaim"
