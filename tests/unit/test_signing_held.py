@@ -168,3 +168,36 @@ def test_a_pod_of_the_signing_pods_name_and_labels_that_is_not_ours_never_counts
     (again,) = pods(cluster, "ocl-sign-")
     assert again["spec"] == ours["spec"]                                                # ours again
     signed_then(cluster, again, image, Transition.SUCCEED)
+
+
+# -- 5 (the other path): the signing of an image in use that fails says why ----------------------
+
+#: cosign v2.4.1's last line when the registry refuses the signature's push (cmd/cosign/main.go logs
+#: `error during command execution: %v`; the chain ends in distribution's DENIED error, docs/spec/api.md
+#: "Errors", as go-containerregistry prints it), for an image of a long in-cluster repository
+LONG_REPO = ("image-registry.openshift-image-registry.svc:5000/ocl-reconciler-infrastructure-team/"
+             "layered-os-images-for-the-production-clusters")
+DENIED = "DENIED: requested access to the resource is denied"
+
+
+def test_the_failed_signing_of_an_image_in_use_keeps_cosigns_cause():
+    """Turning signing on signs the image in use (no build); when that signing fails, the pool's
+    message must still end with cosign's cause, however long the image's name makes the line."""
+    cluster = signing_cluster()
+    signing_keys = cluster.store[("ConfigMap", F.NS, "on-cluster-build-config")]["data"]
+    signing_keys.pop("imageSigningKeySecretName")
+    image = built_and_pushed(cluster)
+    run(cluster)
+    assert ann(cluster)[A.IMAGE] == image and A.SIGNED not in ann(cluster)
+    signing_keys["imageSigningKeySecretName"] = "cosign-old"
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.SIGN.name
+    (pod,) = pods(cluster, "ocl-sign-")
+    digest = image.split("@")[1]
+    line = (f"main.go:74: error during command execution: signing [{LONG_REPO}@{digest}]: signing digest: "
+            f"POST https://{LONG_REPO.split('/')[0]}/v2/{LONG_REPO.split('/', 1)[1]}/blobs/uploads/: {DENIED}")
+    set_sign_phase(cluster, pod, "Failed", f"Error: signing [{LONG_REPO}@{digest}]: ...\n{line}\n")
+    run(cluster)
+    pool = ann(cluster)
+    assert pool[A.STATE] == A.FAILED and pool[A.IMAGE] == image          # the image in use stays
+    assert len(pool[A.MESSAGE]) <= 512 and DENIED in pool[A.MESSAGE], pool[A.MESSAGE]

@@ -227,8 +227,9 @@ def sign(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | Non
         return s.record(A.BUILDING, "; ".join(m for m in (f"{what} {g.image}; signing it with {keys}: Pod "
                                                            f"{g.pod_name}", said) if m))
     if failed:
-        s.record(A.FAILED, f"image {g.image} in use is not signed with {keys}: {said} (docs/signing.md, "
-                           "\"Troubleshooting\")", **{A.IMAGE: s.ann.get(A.IMAGE)})
+        s.record(A.FAILED, A.one_line(f"image {g.image} in use is not signed with {keys}: {said} "
+                                      "(docs/signing.md, \"Troubleshooting\")", keep_end=True),
+                 **{A.IMAGE: s.ann.get(A.IMAGE)})
         return
     message = "; ".join(m for m in (f"signing {g.image}, in use, with {keys}: Pod {g.pod_name}", said) if m)
     patch_annotations(s.plan, d.pool, A.changes(s.ann, {A.MESSAGE: A.one_line(message)}))

@@ -88,9 +88,9 @@ def read_status(pod: Mapping[str, Any]) -> BuildStatus:
             term = (c.get("state") or {}).get("terminated") or {}
             if term and term.get("exitCode") != 0:
                 reason = last_line(term.get("message", "")) or term.get("reason") or "no reason given"
-                return BuildStatus(A.FAILED, message=A.one_line(
+                return BuildStatus(A.FAILED, message=A.one_line(     # cosign's cause ends its line
                     f"signing failed: {where} container {c.get('name')} (exit code {term.get('exitCode')}): "
-                    f"{reason}"))
+                    f"{reason}", keep_end=True))
         reason = ": ".join(p for p in (status.get("reason"), status.get("message")) if p) or "no reason given"
         return BuildStatus(A.FAILED, message=A.one_line(f"signing failed: {where}: {reason}"))
     for c in _statuses(pod):
