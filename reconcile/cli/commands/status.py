@@ -37,8 +37,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                         help="wide: every cell in full, and ARCH (the architecture built for), STREAM "
                              "(the OS stream, a custom pool's inherited from worker) and BUILDER (the "
                              "image the build ran in), as recorded on the pool; json, yaml: a "
-                             "PoolStatusList of every pool's full state; name: "
-                             "machineconfigpool.machineconfiguration.openshift.io/<pool> lines")
+                             "PoolStatusList of every pool's full state; name: a "
+                             "line a pool as `oc get mcp -o name` prints it")
     parser.add_argument("--no-headers", action="store_true",
                         help="table and wide: no header line")
     parser.add_argument("--check", action="store_true",
