@@ -22,6 +22,8 @@ EXIT_PROGRESSING, EXIT_FAILED = 5, 4
 #: the keys of each item, in the order `-o json` prints them (docs/contract.md lists them)
 KEYS = ("name", "rendered", "state", "rollout", "image", "age", "transitionTime", "message",
         "arch", "stream", "builderImage", "verdict")
+#: the table's cells that say nothing: null in -o json
+_NULL = ("<none>", "<unknown>", "<invalid>", "-", "")
 _ROLLOUT_FAILED = ("render failed", "overridden")
 _ROLLOUT_DONE = ("rolled out", "merged, unchecked", "-")
 
@@ -49,7 +51,8 @@ def exit_code(rows: Iterable[Sequence[str]]) -> int:
 
 def items(pools: Iterable[Mapping[str, Any]], now: datetime,
           machineconfigs: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-    """One item a row of `-o wide`, every cell in full; null where the table shows `<none>` or `-`."""
+    """One item a row of `-o wide`, every cell in full; null where the table shows `<none>`,
+    `<unknown>`, `<invalid>` or `-`."""
     pools = list(pools)
     by_name = {objects.name(p): objects.annotations(p) for p in pools}
     wide = status.wide_rows(pools, status.rows(pools, now, machineconfigs))
@@ -59,7 +62,7 @@ def items(pools: Iterable[Mapping[str, Any]], now: datetime,
         since = by_name.get(pool, {}).get(A.TRANSITION) if state != "Inherited" else None
         cells = (pool, rendered, state, rolled, image, age, since, message, arch, stream, builder,
                  verdict((pool, rendered, state, rolled)))
-        out.append({k: None if v in ("<none>", "-", "") else v for k, v in zip(KEYS, cells, strict=True)})
+        out.append({k: None if v in _NULL else v for k, v in zip(KEYS, cells, strict=True)})
     return out
 
 

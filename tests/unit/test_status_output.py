@@ -149,6 +149,9 @@ def test_the_json_is_the_tables_rows_and_yaml_the_same_document(status):
     assert infra["message"].startswith("build Pod/ocl-reconciler/ocl-build-infra-")
     assert (worker["state"], worker["rollout"], worker["verdict"]) == ("Succeeded", None, "done")
     assert worker["transitionTime"] == NOW and worker["age"] == "0s" and worker["arch"] == "amd64"
+    never = json.loads(status("cluster", "-o", "json")[1])["items"]
+    assert [(i["state"], i["age"], i["transitionTime"], i["verdict"]) for i in never] == [
+        (None, None, None, "progressing")] * 2                    # opted in, no run recorded anything
 
 
 def test_name_and_no_headers_as_kubectl(status):
