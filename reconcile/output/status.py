@@ -14,9 +14,11 @@ from reconcile.contract import objects
 from reconcile.core import decision, mcolabel, rollout
 from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.rollout import hold
+from reconcile.output.shorten import fit_message, short_row
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
-#: `-o wide`: what the pool's last build was for and ran in (docs/builder-image.md)
+#: `-o wide`: the full RENDERED, IMAGE and MESSAGE, and what the pool's last build was for and ran in
+#: (docs/builder-image.md)
 WIDE = ("ARCH", "STREAM", "BUILDER")
 
 
@@ -106,13 +108,20 @@ def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -
             for r in body]
 
 
-def text(pools: Iterable[Mapping[str, Any]], now: datetime,
-          machineconfigs: Iterable[Mapping[str, Any]] = (), wide: bool = False) -> str:
+def text(pools: Iterable[Mapping[str, Any]], now: datetime, machineconfigs: Iterable[Mapping[str, Any]] = (),
+         wide: bool = False, headers: bool = True) -> str:
+    """The table: the default one short (`short_row`: within WIDTH columns), `-o wide` in full with
+    ARCH, STREAM and BUILDER; `--no-headers` leaves out the header line, as kubectl does."""
     pools = list(pools)
     body = rows(pools, now, machineconfigs)
-    columns = (*COLUMNS[:6], *WIDE, COLUMNS[6]) if wide else COLUMNS
-    body = wide_rows(pools, body) if wide else body
-    widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [columns, *body]]
+    if wide:
+        columns, body = (*COLUMNS[:6], *WIDE, COLUMNS[6]), wide_rows(pools, body)
+    else:
+        columns, body = COLUMNS, [short_row(r) for r in body]
+        body = fit_message(COLUMNS, body)
+    table = [columns, *body] if headers else body
+    if not table:
+        return ""
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return "\n".join(lines) + "\n"

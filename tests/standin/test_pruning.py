@@ -166,7 +166,7 @@ def test_a_registry_failure_is_reported_and_kept_not_the_runs_failure(fake_regis
     assert "WARNING pool worker: could not delete 2 image(s)" in err and "wrong" not in err
     assert "0 images deleted" in err.splitlines()[-1]
     assert 'ocl_errors_total{reason="registry"} 2.0' in (tmp_path / "m.prom").read_text()
-    code, out, _ = any_cli.on(after, "status")
+    code, out, _ = any_cli.on(after, "status", "-o", "wide")                 # the full message
     assert "could not delete 2 image(s) from the registry" in out
     # the credentials are fixed: the next run deletes it and the reason goes
     fixed = [o for o in after if not (o["kind"] == "Secret" and o["metadata"]["name"] == "push-secret")]

@@ -76,8 +76,8 @@ def test_a_pool_with_the_mcos_label_is_reported_and_keeps_everything(any_cli, ou
     code, again, err = any_cli.run(after)
     assert code == 2 and writes(err) == (0, 0, 0), err
     assert reasons(again) == reasons(after)
-    # status and explain say it, for this release
-    code, out, _ = any_cli.on(again, "status")
+    # status and explain say it, for this release (the full message: -o wide)
+    code, out, _ = any_cli.on(again, "status", "-o", "wide")
     (row,) = [r for r in out.splitlines() if r.startswith("worker ")]
     assert "Blocked (recorded Succeeded)" in row and "on 4.16.0 the machine-config operator" in row
     code, out, _ = any_cli.on(again, "explain", "worker", "-o", "json")

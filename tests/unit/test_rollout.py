@@ -345,7 +345,7 @@ def test_status_shows_how_far_the_mco_rolled_the_image_out(run_cli):
         rolled = mcorender.roll_out(F.the_pool(rendered, pool), updated)
         rendered = [rolled if o is F.the_pool(rendered, pool) else o for o in rendered]
     # merged, but no run has read the rendered config: no node count is claimed for our image
-    rows = columns(run_cli("status", "--snapshot", str(run_cli.write(rendered)))[1])
+    rows = columns(run_cli("status", "-o", "wide", "--snapshot", str(run_cli.write(rendered)))[1])
     assert rows["worker"]["ROLLOUT"] == "unchecked"
     assert rows["infra"]["STATE"] == "Inherited" and rows["infra"]["ROLLOUT"] == "merged, unchecked"
     assert "rolls out pool worker's image" in rows["infra"]["MESSAGE"]
