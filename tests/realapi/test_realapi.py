@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import ssl
 import subprocess
 import sys
 import urllib.parse
@@ -551,3 +552,24 @@ def test_a_rollback_reuses_the_image_the_real_registry_still_has(real, builder, 
     assert a[A.STATE] == A.PENDING
     assert a[A.MESSAGE].startswith(f"building again: could not ask the registry for {image_b}: "), a[A.MESSAGE]
     assert real.build_object()["metadata"]["labels"]["ocl-reconciler.io/build-id"] == built["rendered-worker-2"][0]
+
+
+
+def test_the_harness_reconnects_after_the_server_closes_an_idle_connection(server):
+    """kube-apiserver closes a keep-alive connection idle for 90 s (k8s.io/apiserver
+    pkg/server/secure_serving.go, `IdleTimeout: 90 * time.Second`). The thread that held it may
+    see the close as an SSL EOF on its next write (once, in a shuffled make test, at the setup of a
+    module after the Lease test's minute of waiting): it must open another connection, as for a
+    RemoteDisconnected, not fail. The close is played on the kept connection: its timing cannot be."""
+    server.request("GET", "/api/v1/namespaces/default")
+
+    class ClosedByTheServer:
+        def request(self, *args: Any, **kwargs: Any) -> None:
+            raise ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)")
+
+        def close(self) -> None:
+            pass
+
+    server._conns.conn = ClosedByTheServer()
+    status, body = server.request("GET", "/api/v1/namespaces/default")
+    assert status == 200 and body["metadata"]["name"] == "default"

@@ -761,7 +761,9 @@ class RealAPI:
     def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
         """Over this thread's kept-alive connection: a TLS handshake per request cost the server
         four times the CPU of the request itself (bench: 8 ms against 2.5 ms), and the tests poll.
-        A connection the server closed while idle is opened again once, as urllib3 does."""
+        A connection the server closed while idle (kube-apiserver closes one idle for 90 s: its
+        http.Server's IdleTimeout) is opened again once, as urllib3 does; over TLS that close can
+        show as an SSL EOF on the next write."""
         for attempt in (1, 2):
             conn = getattr(self._conns, "conn", None)
             fresh = conn is None
@@ -773,7 +775,7 @@ class RealAPI:
                 resp = conn.getresponse()
                 return resp.status, resp.read()
             except (http.client.RemoteDisconnected, http.client.CannotSendRequest, BrokenPipeError,
-                    ConnectionResetError):
+                    ConnectionResetError, ssl.SSLEOFError):
                 conn.close()
                 self._conns.conn = None
                 if fresh or attempt == 2:
