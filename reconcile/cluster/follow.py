@@ -179,7 +179,7 @@ class _Waiting:
             ended = self._settled()
             if ended:
                 return ended
-            report_due = True if later.result.wrote else self.clock() - self.reported >= REPORT_EVERY
+            report_due = bool(later.result.wrote) or self.clock() - self.reported >= REPORT_EVERY
         else:
             report_due = self.clock() - self.reported >= REPORT_EVERY
         if self.report is not None and report_due:

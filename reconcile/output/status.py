@@ -14,12 +14,14 @@ from reconcile.contract import objects
 from reconcile.core import decision, mcolabel, rollout
 from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.rollout import hold
-from reconcile.output.shorten import fit_message, short_row
+from reconcile.output.shorten import GAP, fit_message, short_row
 
 COLUMNS = ("POOL", "RENDERED", "STATE", "ROLLOUT", "IMAGE", "AGE", "MESSAGE")
 #: `-o wide`: the full RENDERED, IMAGE and MESSAGE, and what the pool's last build was for and ran in
 #: (docs/builder-image.md)
 WIDE = ("ARCH", "STREAM", "BUILDER")
+#: STATE of a pool no longer opted in that keeps our record, and of a pool inheriting our MachineConfig
+OPTED_OUT, INHERITED = "OptedOut", "Inherited"
 
 
 def age(since: str | None, now: datetime) -> str:
@@ -54,7 +56,7 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
                         ann.get(A.IMAGE, "<none>"), age(ann.get(A.TRANSITION), now),
                         ann.get(A.MCO_LABEL) or mcolabel.problem(name, "")))
         elif decision.opted_in(pool) or A.STATE in ann:
-            state = ann.get(A.STATE, "<none>") if decision.opted_in(pool) else "OptedOut"
+            state = ann.get(A.STATE, "<none>") if decision.opted_in(pool) else OPTED_OUT
             mc = v.ours.get(name)
             rolled = rolloutcheck.state(pool, mc, ann.get(A.IMAGE)).text if mc is not None else ""
             shown = "; ".join(t for t in (rolled, hold.shown(pool)) if t) or "-"
@@ -67,7 +69,7 @@ def rows(pools: Iterable[Mapping[str, Any]], now: datetime,
                      and not mcolabel.carries(p)]          # that one has its row: Blocked
         except ValueError:          # an invalid selector: the run blocks the pool saying so
             heirs = []
-        out += [(objects.name(p), _rendered(p), "Inherited", inherited_progress(p, mc),
+        out += [(objects.name(p), _rendered(p), INHERITED, inherited_progress(p, mc),
                  rollout.image_of(mc) or "<none>", "-",
                  f"rolls out pool {owner}'s image: it selects MachineConfig {objects.name(mc)}")
                 for p in heirs]
@@ -108,12 +110,11 @@ def wide_rows(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]]) -
             for r in body]
 
 
-def text(pools: Iterable[Mapping[str, Any]], now: datetime, machineconfigs: Iterable[Mapping[str, Any]] = (),
-         wide: bool = False, headers: bool = True) -> str:
-    """The table: the default one short (`short_row`: within WIDTH columns), `-o wide` in full with
-    ARCH, STREAM and BUILDER; `--no-headers` leaves out the header line, as kubectl does."""
-    pools = list(pools)
-    body = rows(pools, now, machineconfigs)
+def text(pools: Iterable[Mapping[str, Any]], body: list[tuple[str, ...]], wide: bool = False,
+         headers: bool = True) -> str:
+    """The table of `rows(pools, ...)`: the default one short (`short_row`: within WIDTH columns),
+    `-o wide` in full with ARCH, STREAM and BUILDER; `--no-headers` leaves out the header line, as
+    kubectl does."""
     if wide:
         columns, body = (*COLUMNS[:6], *WIDE, COLUMNS[6]), wide_rows(pools, body)
     else:
@@ -123,5 +124,5 @@ def text(pools: Iterable[Mapping[str, Any]], now: datetime, machineconfigs: Iter
     if not table:
         return ""
     widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    lines = [(" " * GAP).join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return "\n".join(lines) + "\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from reconcile.contract import annotations as A
@@ -33,12 +32,12 @@ def verdict(row: Sequence[str]) -> str:
     `done` (Succeeded, or Inherited, and rolled out, or no rollout to follow), `ignored` (OptedOut),
     else `progressing` (Pending, Building, no state yet, nodes still rolling out, held, rendering)."""
     state, rolled = row[2], row[3].split("; ")[0]
-    if state == "OptedOut":
+    if state == status.OPTED_OUT:
         return IGNORED
     if state in (A.FAILED, A.INTERRUPTED) or state.startswith(A.BLOCKED) \
             or rolled.startswith(_ROLLOUT_FAILED):
         return FAILED
-    if state in (A.SUCCEEDED, "Inherited") and rolled in _ROLLOUT_DONE:
+    if state in (A.SUCCEEDED, status.INHERITED) and rolled in _ROLLOUT_DONE:
         return DONE
     return PROGRESSING
 
@@ -49,26 +48,23 @@ def exit_code(rows: Iterable[Sequence[str]]) -> int:
     return EXIT_FAILED if FAILED in found else EXIT_PROGRESSING if PROGRESSING in found else 0
 
 
-def items(pools: Iterable[Mapping[str, Any]], now: datetime,
-          machineconfigs: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-    """One item a row of `-o wide`, every cell in full; null where the table shows `<none>`,
-    `<unknown>`, `<invalid>` or `-`."""
-    pools = list(pools)
+def items(pools: Sequence[Mapping[str, Any]], body: list[tuple[str, ...]]) -> list[dict[str, Any]]:
+    """One item a row of `-o wide` (of `status.rows(pools, ...)`), every cell in full; null where
+    the table shows `<none>`, `<unknown>`, `<invalid>` or `-`."""
     by_name = {objects.name(p): objects.annotations(p) for p in pools}
-    wide = status.wide_rows(pools, status.rows(pools, now, machineconfigs))
+    wide = status.wide_rows(pools, body)
     out = []
     for r in wide:
         pool, rendered, state, rolled, image, age, arch, stream, builder, message = r
-        since = by_name.get(pool, {}).get(A.TRANSITION) if state != "Inherited" else None
+        since = by_name.get(pool, {}).get(A.TRANSITION) if state != status.INHERITED else None
         cells = (pool, rendered, state, rolled, image, age, since, message, arch, stream, builder,
                  verdict((pool, rendered, state, rolled)))
         out.append({k: None if v in _NULL else v for k, v in zip(KEYS, cells, strict=True)})
     return out
 
 
-def document(pools: Iterable[Mapping[str, Any]], now: datetime,
-             machineconfigs: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "items": items(pools, now, machineconfigs)}
+def document(pools: Sequence[Mapping[str, Any]], body: list[tuple[str, ...]]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "items": items(pools, body)}
 
 
 def as_json(doc: Mapping[str, Any]) -> str:

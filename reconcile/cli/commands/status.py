@@ -59,18 +59,18 @@ def command(args, now: datetime) -> int:
     strays = status.stray_lines(pools, mcs, named, args.pool)
     if args.pool:
         pools = [p for p in pools if p["metadata"]["name"] in args.pool]
-    shown = status.rows(pools, now, mcs)
-    _show(args, pools, now, mcs, shown)
+    shown = status.rows(pools, now, mcs)          # once: every output below is made of these rows
+    _show(args, pools, shown)
     for line in strays:
         print(f"warning: {line}", file=sys.stderr)
     return statuslist.exit_code(shown) if args.check else EXIT_OK
 
 
-def _show(args, pools, now: datetime, mcs, shown) -> None:
+def _show(args, pools, shown) -> None:
     """The output -o asks for; kubectl's "No resources found" on stderr when a table has no row."""
     from reconcile.output import status, statuslist
     if args.output in ("json", "yaml"):
-        doc = statuslist.document(pools, now, mcs)
+        doc = statuslist.document(pools, shown)
         sys.stdout.write(statuslist.as_json(doc) if args.output == "json" else statuslist.as_yaml(doc))
     elif not shown:
         from reconcile.contract import annotations as A
@@ -82,7 +82,7 @@ def _show(args, pools, now: datetime, mcs, shown) -> None:
         sys.stdout.write(statuslist.names(shown))
     else:
         wide = args.output == "wide"
-        sys.stdout.write(status.text(pools, now, mcs, wide=wide, headers=not args.no_headers))
+        sys.stdout.write(status.text(pools, shown, wide=wide, headers=not args.no_headers))
     sys.stdout.flush()                          # the warnings come after it
 
 
