@@ -163,11 +163,13 @@ bench: install
 bench-build: install
 	$(PY) bench/build_cost.py $(ARGS)
 
+# requirements.lock (the pins of a fresh `pip install .`) and requirements-build.lock (setuptools), each
+# pin with the sha256 of the files pip installs on CPython 3.11, Linux x86_64 and aarch64
+# (tests/tools/lock/hashes.py: `pip download` for each platform; about 2 minutes).
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet .
-	{ echo '# Runtime dependencies of ocl-reconciler, pinned for the container image (Containerfile).'; \
-	  echo '# Regenerate: make lock (pip install . in a fresh venv, then pip freeze).'; \
-	  .lock-venv/bin/pip freeze --exclude ocl-reconciler; } > requirements.lock && rm -rf .lock-venv build
+	.lock-venv/bin/pip freeze --exclude ocl-reconciler > .lock-venv/pins.txt
+	$(PYTHON) tests/tools/lock/hashes.py lock .lock-venv/pins.txt && rm -rf .lock-venv build
 
 clean:
 	rm -rf $(VENV) $(DEMO) $(INSTALLED) .pytest_cache
