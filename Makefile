@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo demo-installed test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo demo-installed image test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -76,6 +76,21 @@ demo demo-installed:
 	@echo '    followed, both pools released: one run where step 8 took three'
 	$(DEMO_PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
 	$(OCL) status --snapshot $(DEMO)/followed.yaml
+
+# The product image from the Containerfile, built offline: `buildah bud --network none` installs the
+# wheels of requirements.lock and requirements-build.lock (hash-checked, downloaded once into
+# ~/.cache/ocl-reconciler/wheels-<hash of both>-<arch>) from a read-only /wheels. BASE_IMAGE=name@digest
+# builds on another base (default: the Containerfile's UBI 9 Python 3.11); IMAGE names the result.
+# runc where it is installed (crun cannot start a container where cgroups are in hybrid mode).
+IMAGE ?= localhost/ocl-reconciler:dev
+BASE_IMAGE ?=
+WHEELS := $(HOME)/.cache/ocl-reconciler/wheels-$(shell cat requirements.lock requirements-build.lock | sha256sum | cut -c1-12)-$(shell uname -m)
+image:
+	@test -d $(WHEELS) || { rm -rf $(WHEELS).partial && $(PYTHON) tests/tools/lock/hashes.py wheels $(WHEELS).partial \
+	  && mv $(WHEELS).partial $(WHEELS); }
+	buildah bud --layers --network none $(if $(shell command -v runc),--runtime runc) \
+	  --volume $(WHEELS):/wheels:ro --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheels \
+	  $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -f Containerfile -t $(IMAGE) .
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
