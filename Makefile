@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo demo-installed test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo demo-installed image test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -76,6 +76,21 @@ demo demo-installed:
 	@echo '    followed, both pools released: one run where step 8 took three'
 	$(DEMO_PY) examples/follow.py $(DEMO)/mc.yaml $(DEMO)/followed.yaml 2>&1 | grep -E 'waiting:|done:|wait |run done'
 	$(OCL) status --snapshot $(DEMO)/followed.yaml
+
+# The product image from the Containerfile, built offline: `buildah bud --network none` installs the
+# wheels of requirements.lock and requirements-build.lock (hash-checked, downloaded once into
+# ~/.cache/ocl-reconciler/wheels-<hash of both>-<arch>) from a read-only /wheels. BASE_IMAGE=name@digest
+# builds on another base (default: the Containerfile's UBI 9 Python 3.11); IMAGE names the result.
+# runc where it is installed (crun cannot start a container where cgroups are in hybrid mode).
+IMAGE ?= localhost/ocl-reconciler:dev
+BASE_IMAGE ?=
+WHEELS := $(HOME)/.cache/ocl-reconciler/wheels-$(shell cat requirements.lock requirements-build.lock | sha256sum | cut -c1-12)-$(shell uname -m)
+image:
+	@test -d $(WHEELS) || { rm -rf $(WHEELS).partial && $(PYTHON) tests/tools/lock/hashes.py wheels $(WHEELS).partial \
+	  && mv $(WHEELS).partial $(WHEELS); }
+	buildah bud --layers --network none $(if $(shell command -v runc),--runtime runc) \
+	  --volume $(WHEELS):/wheels:ro --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheels \
+	  $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -f Containerfile -t $(IMAGE) .
 
 # The real kube-apiserver, etcd and kubectl of the realapi suite: built once from the Go modules
 # pinned in tests/tools/realapi/go.mod into ~/.cache/ocl-reconciler (OCL_REALAPI_CACHE), then reused.
@@ -163,11 +178,13 @@ bench: install
 bench-build: install
 	$(PY) bench/build_cost.py $(ARGS)
 
+# requirements.lock (the pins of a fresh `pip install .`) and requirements-build.lock (setuptools), each
+# pin with the sha256 of the files pip installs on CPython 3.11, Linux x86_64 and aarch64
+# (tests/tools/lock/hashes.py: `pip download` for each platform; about 2 minutes).
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet .
-	{ echo '# Runtime dependencies of ocl-reconciler, pinned for the container image (Containerfile).'; \
-	  echo '# Regenerate: make lock (pip install . in a fresh venv, then pip freeze).'; \
-	  .lock-venv/bin/pip freeze --exclude ocl-reconciler; } > requirements.lock && rm -rf .lock-venv build
+	.lock-venv/bin/pip freeze --exclude ocl-reconciler > .lock-venv/pins.txt
+	$(PYTHON) tests/tools/lock/hashes.py lock .lock-venv/pins.txt && rm -rf .lock-venv build
 
 clean:
 	rm -rf $(VENV) $(DEMO) $(INSTALLED) .pytest_cache

@@ -167,10 +167,11 @@ def test_containerfile_is_non_root_and_pins_every_runtime_dependency():
 
     def norm(name):
         return re.sub(r"[-_.]+", "-", name).lower()
-    pins = {norm(line.split("==")[0]) for line in (F.ROOT / "requirements.lock").read_text().splitlines()
-            if line and not line.startswith("#")}
-    assert all("==" in line for line in (F.ROOT / "requirements.lock").read_text().splitlines()
-               if line and not line.startswith("#"))
+    # one requirement a logical line: a pin and its `--hash=sha256:` lines (pip's hash-checking mode)
+    lines = [line for line in re.sub(r"\\\n", " ", (F.ROOT / "requirements.lock").read_text()).splitlines()
+             if line and not line.startswith("#")]
+    pins = {norm(line.split("==")[0]) for line in lines}
+    assert all(re.fullmatch(r"[\w.-]+==\S+( +--hash=sha256:[0-9a-f]{64})+", line) for line in lines), lines
     import tomllib
     deps = tomllib.loads((F.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in deps:
