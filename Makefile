@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 DEMO   := .demo
 
-.PHONY: install demo demo-installed image test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi argocd kustomize mco cosign policycheck crcrender
+.PHONY: install demo demo-installed image test lint bench bench-build bench-live bench-one-run bench-suite lock clean realapi realnode argocd kustomize mco cosign policycheck crcrender
 
 install: $(STAMP)
 
@@ -98,6 +98,13 @@ realapi:
 	@if command -v go >/dev/null; then bash tests/tools/realapi/build.sh >/dev/null; \
 	  else echo 'go is not on the PATH: the realapi suite will skip (OCL_REALAPI=require makes it fail)'; fi
 
+# The real node's kubelet, kube-controller-manager and kube-scheduler, of the kube-apiserver's release,
+# built in one `go build` into the same cache folder (tests/tools/realapi/build.sh node). The realnode
+# suite also needs root and Debian's containerd, runc and containernetworking-plugins (.ci/run).
+realnode: realapi
+	@if command -v go >/dev/null; then bash tests/tools/realapi/build.sh node >/dev/null; \
+	  else echo 'go is not on the PATH: the realnode suite will skip (OCL_REALNODE=require makes it fail)'; fi
+
 # Argo CD's real `argocd` CLI (and its install.yaml), which judges our health checks: built once from
 # the Go module pinned in tests/tools/argocd/go.mod into ~/.cache/ocl-reconciler (OCL_ARGOCD_CACHE).
 argocd:
@@ -159,7 +166,7 @@ SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 endif
 ORDER = $(if $(filter none,$(SEED)),-p no:randomly,-p randomly --randomly-seed=$(SEED))
 test: export PYTHONDONTWRITEBYTECODE =
-test: install realapi argocd kustomize mco cosign policycheck crcrender
+test: install realapi realnode argocd kustomize mco cosign policycheck crcrender
 	@echo 'test order: SEED=$(SEED) (make test SEED=$(SEED) repeats it)'
 	$(PY) -m pytest -q $(ORDER) $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal) \
 	  || { echo 'make test failed with SEED=$(SEED): make test SEED=$(SEED) repeats this order'; exit 1; }
@@ -205,5 +212,5 @@ bench-one-run: install realapi
 # How long make test takes and where (issue 37: under 10 minutes on 2 cores; bench/suite_time.py): the
 # suite as make test runs it, with each file's wall time and CPU, and how busy the CPUs were. Run it alone.
 bench-suite: export PYTHONDONTWRITEBYTECODE =
-bench-suite: install realapi argocd kustomize mco cosign policycheck crcrender
+bench-suite: install realapi realnode argocd kustomize mco cosign policycheck crcrender
 	$(PY) bench/suite_time.py --workers $(WORKERS) $(if $(ARGS),-- $(ARGS))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,21 @@ def real(server, tmp_path, capsys, monkeypatch):
     return realserver.Real(server, tmp_path, capsys)
 
 
+
+
+# --- the realnode suite: one real node (kubelet, containerd) and its own server per worker ----------
+
+@pytest.fixture(scope="session")
+def node(tmp_path_factory):
+    """tests/support/realnode.py: started once per worker, on the first realnode test it runs."""
+    from tests.support import realnode
+    bindir = realnode.prerequisites()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    started = realnode.Node(tmp_path_factory.mktemp("realnode"), bindir, int(worker or 0)).start()
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 # --- the MCO's own render and node controllers on that server (tests/support/mcoreal.py) ---------

@@ -15,11 +15,15 @@ fast."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from reconcile.cli.parser import COMMAND_HELP, EPILOG, commands
 from reconcile.cli.parser import parser as _parser
-from reconcile.cli.steps import EXIT_FATAL, Fatal
+from reconcile.cli.steps import EXIT_FATAL, EXIT_INTERRUPTED, Fatal
 from reconcile.cli.steps import now as _now
 
 __all__ = ["COMMAND_HELP", "EPILOG", "Fatal", "_now", "_parser", "main"]
@@ -30,10 +34,30 @@ def main(argv: list[str] | None = None) -> int:
     from reconcile.output import logs
     # run logs what it does; the others, like kubectl diff, say only what goes wrong unless -v
     logs.setup(args.verbose + (1 if args.command == "run" else 0), args.log_format)
+    with _terminated_as_interrupted():
+        try:
+            return commands()[args.command].command(args, _now())
+        except Fatal as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_FATAL
+        except BrokenPipeError:
+            return EXIT_FATAL
+        except KeyboardInterrupt:           # before run --wait's waiting, which ends on it by itself
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM (the kubelet's, at a Job's activeDeadlineSeconds or a Pod's deletion) handled as
+    Ctrl-C: run --wait ends its wait with its summary and metrics, and the Lease is released, so
+    the next run need not wait for it to expire. Only in the main thread, and the handler before
+    restored after (the tests call main in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        return commands()[args.command].command(args, _now())
-    except Fatal as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FATAL
-    except BrokenPipeError:
-        return EXIT_FATAL
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

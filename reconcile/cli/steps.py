@@ -8,6 +8,8 @@ import os
 from datetime import UTC, datetime
 
 EXIT_OK, EXIT_CHANGES, EXIT_BLOCKED, EXIT_FATAL = 0, 1, 2, 3
+#: 128 + SIGINT, as a shell reports a command that Ctrl-C (or SIGTERM, handled as it) ended
+EXIT_INTERRUPTED = 130
 #: --keep-images: how many of a pool's newest images pruning keeps
 KEEP_IMAGES = 2
 #: --registry-ca default: the service CA (signs the internal registry's certificate), as mounted

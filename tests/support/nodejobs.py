@@ -1,0 +1,149 @@
+"""The product deployed on the real node as shipped (`kustomize/base`, only the image replaced by a
+test-only overlay), its Jobs followed as an administrator would with kubectl.
+
+`Deployed.job()` starts a run as `kubectl create job --from=cronjob/ocl-reconciler` does: the
+CronJob's own jobTemplate, unchanged. The scenario's objects are seeded as the admin; the cluster's
+Build controller is played through the status subresource (OpenShift's cannot run here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support import factory as F
+from tests.support import realnode, realserver
+
+CRONJOB = "ocl-reconciler"
+BASE = F.ROOT / "kustomize/base"
+#: what a scenario leaves in the node's server, cleared between tests (clear()): the node, its
+#: ServiceAccounts and the deployed product stay
+CLEARED = {"/apis/batch/v1": ("jobs",), "/api/v1": ("pods", "configmaps", "secrets", "events"),
+           "/apis/coordination.k8s.io/v1": ("leases",), "/apis/build.openshift.io/v1": ("builds",)}
+CLUSTER_CLEARED = ("MachineConfigPool", "MachineConfig")
+
+
+def overlay(folder: Path, image: str) -> Path:
+    """The test-only overlay: kustomize/base with its image, and nothing else, replaced."""
+    name, _, tag = image.rpartition(":")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        # relative: kustomize takes no absolute root
+        "resources": [os.path.relpath(BASE, folder)],
+        "images": [{"name": "ocl-reconciler", "newName": name, "newTag": tag}]}))
+    return folder
+
+
+class Deployed:
+    """kustomize/base through the overlay, applied to the node's server as the admin."""
+
+    def __init__(self, node: realnode.Node, image: str, folder: Path):
+        self.node, self.api, self.image = node, node.api, image
+        self.rendered = realserver.kustomize(overlay(folder, image), self.api.kubectl_path)
+        self.apply()
+
+    def apply(self) -> None:
+        """The rendered overlay applied, and the CronJob suspended: its `*/5` tick would start runs
+        in other tests (a test of the controller itself resumes it)."""
+        self.kubectl("apply", "-f", "-", input=self.rendered)
+        self.kubectl("patch", "cronjob", CRONJOB, "-n", F.NS, "--type", "merge", "-p", '{"spec":{"suspend":true}}')
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.api.kubectl(*args, kubeconfig=self.node.admin, check=check, input=input)
+
+    # a scenario -------------------------------------------------------------------------------
+    def seed(self, items: list[dict[str, Any]]) -> None:
+        """The scenario's objects; the pools select the real node (labelled their role)."""
+        self.api.load(items)
+        for pool in F.find(items, "MachineConfigPool"):
+            role = pool["metadata"]["name"]
+            self.kubectl("label", "node", self.node.name, f"node-role.kubernetes.io/{role}=", "--overwrite")
+
+    def clear(self) -> None:
+        for prefix, plurals in CLEARED.items():
+            for plural in plurals:
+                for ns in realserver.SCENARIO_NAMESPACES:
+                    self.api.request("DELETE", f"{prefix}/namespaces/{ns}/{plural}?propagationPolicy=Background",
+                                     {"gracePeriodSeconds": 0}, ok=(404,))
+        for kind in CLUSTER_CLEARED:
+            for obj in self.api.list(kind):
+                self.api.request("DELETE", self.api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
+        self.apply()                        # a test may have changed the product
+
+    def pool(self, name: str = "worker") -> dict[str, Any]:
+        return self.api.get("MachineConfigPool", "", name)
+
+    def ann(self, name: str = "worker") -> dict[str, str]:
+        return self.pool(name)["metadata"].get("annotations") or {}
+
+    # runs -------------------------------------------------------------------------------------
+    def job(self, name: str) -> str:
+        """A run started from the CronJob's jobTemplate (`kubectl create job --from`)."""
+        self.kubectl("create", "job", name, f"--from=cronjob/{CRONJOB}", "-n", F.NS)
+        return name
+
+    def scheduled_jobs(self) -> list[str]:
+        """The Jobs the CronJob controller started (its scheduled-timestamp annotation, its owner)."""
+        jobs = self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs")[1]["items"]
+        return sorted(j["metadata"]["name"] for j in jobs
+                      if "batch.kubernetes.io/cronjob-scheduled-timestamp" in (j["metadata"].get("annotations") or {})
+                      and any(o["kind"] == "CronJob" and o.get("controller") for o in j["metadata"].get("ownerReferences", [])))
+
+    def cronjob_events(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.api.list("Event", F.NS)
+                if e.get("reason") == reason and e["involvedObject"].get("kind") == "CronJob"]
+
+    def job_object(self, name: str) -> dict[str, Any]:
+        return self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs/{name}")[1]
+
+    def wait_job(self, name: str, seconds: float = 120) -> str:
+        """The Job's end: `Complete` or `Failed` (its condition's type), with the reason."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for c in (self.job_object(name).get("status") or {}).get("conditions") or []:
+                if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+                    return c["type"] if c["type"] == "Complete" else f"Failed/{c.get('reason')}"
+            time.sleep(0.5)
+        raise AssertionError(f"job {name} did not end in {seconds} s: {self.describe(name)}")
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        return self.api.list("Pod", F.NS, selector=f"job-name={job}")
+
+    def wait_running(self, job: str, seconds: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            running = [p for p in self.pods(job) if (p.get("status") or {}).get("phase") == "Running"]
+            if running:
+                return running[0]
+            time.sleep(0.3)
+        raise AssertionError(f"no Pod of job {job} runs after {seconds} s: {self.describe(job)}")
+
+    def wait_for(self, what: str, done: Any, seconds: float = 90) -> Any:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            value = done()
+            if value:
+                return value
+            time.sleep(0.3)
+        raise AssertionError(f"{what} not within {seconds} s")
+
+    def logs(self, job: str) -> str:
+        return self.kubectl("logs", f"job/{job}", "-n", F.NS, check=False).stdout
+
+    def terminated(self, job: str) -> dict[str, Any]:
+        """The run's container's terminated state (exitCode, reason, message)."""
+        (pod,) = self.pods(job)
+        (status,) = pod["status"]["containerStatuses"]
+        return status["state"].get("terminated") or {}
+
+    def describe(self, job: str) -> str:
+        pods = [{"name": p["metadata"]["name"], "node": p["spec"].get("nodeName"),
+                 "status": p.get("status")} for p in self.pods(job)]
+        return json.dumps({"job": self.job_object(job).get("status"), "pods": pods})[:3000] + \
+            f" kubelet: {self.node.tail('kubelet', 4)}"
