@@ -21,39 +21,10 @@ import yaml
 
 from reconcile.contract import annotations as A
 from tests.support import factory as F
-from tests.support import nodejobs, productimage, realserver
+from tests.support import nodejobs, realserver
+from tests.support.nodejobs import build_of, finish, scenario
 
 pytestmark = pytest.mark.realnode
-BUILDER = "openshift-image-builder"     # Builds: the Pod builder's own Pods are issue 53's
-
-
-@pytest.fixture(scope="module")
-def deployed(node, tmp_path_factory):
-    image = productimage.product_image()
-    node.import_image(image.archive)
-    return nodejobs.Deployed(node, image.name, tmp_path_factory.mktemp("overlay"))
-
-
-@pytest.fixture
-def d(deployed):
-    deployed.clear()
-    return deployed
-
-
-def scenario() -> list[dict[str, Any]]:
-    return F.cluster(nodes=False, settings=[F.build_config(imageBuilderType=BUILDER), F.osimageurl(),
-                                            F.secret("pull-secret"), F.secret("push-secret")])
-
-
-def build_of(d: nodejobs.Deployed) -> dict[str, Any] | None:
-    builds = d.api.list("Build", F.NS)
-    return builds[0] if builds else None
-
-
-def finish(d: nodejobs.Deployed, phase: str) -> dict[str, Any]:
-    build = build_of(d)
-    kubelet.set_phase(build, phase)
-    return d.api.write_status(build)
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
@@ -144,9 +115,4 @@ def test_active_deadline_seconds_ends_a_long_wait_and_the_next_run_converges_wit
     again = d.job("after-deadline")
     assert d.wait_job(again) == "Complete", d.logs(again)
     assert d.ann()[A.STATE] == A.SUCCEEDED
-    assert d.ann()[A.IMAGE] == f"{F.REPO}@{kubelet.digest_for(build_of_name(d))}"
-
-
-def build_of_name(d: nodejobs.Deployed) -> str:
-    """The build's name as the pool recorded it (the build is deleted once recorded)."""
-    return d.ann()[A.BUILD].rsplit("/", 1)[1]
+    assert d.ann()[A.IMAGE] == nodejobs.recorded_image(d)

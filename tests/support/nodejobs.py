@@ -14,12 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kubelet  # examples/kubelet.py, on the path by tests/conftest.py
 import yaml
 
+from reconcile.contract import annotations as A
 from tests.support import factory as F
 from tests.support import realnode, realserver
 
 CRONJOB = "ocl-reconciler"
+BUILDER = "openshift-image-builder"     # Builds: the Pod builder's own Pods run in issue 53's tests
 BASE = F.ROOT / "kustomize/base"
 #: what a scenario leaves in the node's server, cleared between tests (clear()): the node, its
 #: ServiceAccounts and the deployed product stay
@@ -147,3 +150,27 @@ class Deployed:
                  "status": p.get("status")} for p in self.pods(job)]
         return json.dumps({"job": self.job_object(job).get("status"), "pods": pods})[:3000] + \
             f" kubelet: {self.node.tail('kubelet', 4)}"
+
+
+def scenario() -> list[dict[str, Any]]:
+    """One opted-in pool (worker), built by an OpenShift Build; no Node object (the real node is
+    the pool's, labelled by Deployed.seed)."""
+    return F.cluster(nodes=False, settings=[F.build_config(imageBuilderType=BUILDER), F.osimageurl(),
+                                            F.secret("pull-secret"), F.secret("push-secret")])
+
+
+def build_of(d: Deployed) -> dict[str, Any] | None:
+    builds = d.api.list("Build", F.NS)
+    return builds[0] if builds else None
+
+
+def finish(d: Deployed, phase: str) -> dict[str, Any]:
+    """The Build's status as OpenShift's build controller writes it (examples/kubelet.py)."""
+    build = build_of(d)
+    kubelet.set_phase(build, phase)
+    return d.api.write_status(build)
+
+
+def recorded_image(d: Deployed) -> str:
+    """The image the build of the pool's recorded build name pushed (examples/kubelet.py's digest)."""
+    return f"{F.REPO}@{kubelet.digest_for(d.ann()[A.BUILD].rsplit('/', 1)[1])}"

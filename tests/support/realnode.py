@@ -288,6 +288,15 @@ class Node:
         path = self.root / f"{name}.log"
         return " | ".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
+    def kill_container(self, pod: dict[str, Any]) -> None:
+        """SIGKILL to every process of the Pod's (first) container, as the OOM killer or a crash
+        would end it: found by its container ID in our cgroup root."""
+        cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        (procs,) = Path("/sys/fs/cgroup/pids").glob(f"{self.name}/**/{cid}/cgroup.procs")
+        for pid in procs.read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
     # images -----------------------------------------------------------------------------------
     def ctr(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ctr", "--address", str(self.root / "containerd/containerd.sock"),

@@ -321,7 +321,7 @@ class RealAPI:
         return self
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = open(self.root / f"{name}.log", "wb")    # noqa: SIM115 - closed with the process
+        log = open(self.root / f"{name}.log", "ab")    # noqa: SIM115 - closed with the process
         self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True))
         log.close()
@@ -365,6 +365,33 @@ class RealAPI:
             "--etcd-compaction-interval", "1s",        # lets a test expire a continue token
             "--feature-gates", "ListFromCacheSnapshot=false",   # ...as releases before 1.34 do
             "-v", "0", *self.apiserver_args])
+
+    def _wait_storage(self, deadline: float) -> None:
+        for kind in set(KINDS) - UNSERVED:      # a new CRD's storage answers 429 "(re)initializing" at first
+            while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
+                               ok=(429,))[0] == 429:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{kind} storage is not ready")
+                time.sleep(0.1)
+
+    def restart_apiserver(self) -> float:
+        """The kube-apiserver stopped (SIGTERM, as an upgrade's rollout does; killed if it has not
+        ended in 5 s: it waits up to 30 s for its open watches otherwise) and started again with
+        the same flags, certificates and keys, over the same etcd; the seconds it was away."""
+        (proc,) = [p for p in self.procs if Path(p.args[0]).name == "kube-apiserver"]
+        stopped = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.procs.remove(proc)
+        self._conns = threading.local()
+        self._spawn("kube-apiserver", list(proc.args))
+        self._wait_ready(time.monotonic() + 60)
+        self._wait_storage(time.monotonic() + 30)
+        return time.monotonic() - stopped
 
     def _ssl(self) -> ssl.SSLContext:
         if self._context is None:
@@ -411,12 +438,7 @@ class RealAPI:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         deadline = time.monotonic() + 30
         self.add_crds([yamlio.load(p.read_text()) for p in CRDS] + [build_crd()] + mco_src_crds(), deadline)
-        for kind in set(KINDS) - UNSERVED:      # a new CRD's storage answers 429 "(re)initializing" at first
-            while self.request("GET", self.path(kind, F.NS if KINDS[kind][2] else ""),
-                               ok=(429,))[0] == 429:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{kind} storage is not ready")
-                time.sleep(0.1)
+        self._wait_storage(deadline)
         for ns in NAMESPACES:       # kube-controller-manager would make these; it does not run here
             self.create({"apiVersion": "v1", "kind": "ServiceAccount",
                          "metadata": {"name": "default", "namespace": ns}})
