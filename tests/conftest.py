@@ -139,11 +139,14 @@ def real(server, tmp_path, capsys, monkeypatch):
 
 @pytest.fixture(scope="session")
 def node(tmp_path_factory):
-    """tests/support/realnode.py: started once per worker, on the first realnode test it runs."""
+    """tests/support/realnode.py: started once per worker, on the first realnode test it runs. Its
+    index (bridge, subnet, cgroup root) is the worker's number, plus OCL_REALNODE_OFFSET where
+    two test sessions run on one machine."""
     from tests.support import realnode
     bindir = realnode.prerequisites()
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    started = realnode.Node(tmp_path_factory.mktemp("realnode"), bindir, int(worker or 0)).start()
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    index = worker + int(os.environ.get("OCL_REALNODE_OFFSET") or 0)
+    started = realnode.Node(tmp_path_factory.mktemp("realnode"), bindir, index).start()
     try:
         yield started
     finally:
