@@ -268,6 +268,21 @@ class Node:
         self._start_kubelet()
         self.wait_ready(time.monotonic() + 90)
 
+    @property
+    def gateway(self) -> str:
+        """The node's address as its Pods see the host (its bridge's gateway)."""
+        return f"{self.subnet}.1"
+
+    def expose(self, port: int) -> str:
+        """A server of the tests' on 127.0.0.1:port made reachable from the node's Pods at
+        gateway:port (a registry, say): one DNAT rule on the bridge, removed by stop(). Returns
+        the address Pods use."""
+        rule = ["PREROUTING", "-i", self.bridge, "-d", self.gateway, "-p", "tcp", "--dport", str(port),
+                "-j", "DNAT", "--to-destination", f"127.0.0.1:{port}"]
+        subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True, capture_output=True, timeout=30)
+        self._rules.append(rule)
+        return f"{self.gateway}:{port}"
+
     def wait_ready(self, deadline: float) -> None:
         while time.monotonic() < deadline:
             for name in self.procs:
