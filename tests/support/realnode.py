@@ -262,6 +262,24 @@ class Node:
             "--cert-dir", str(self.root / "kubelet-pki"), "--node-ip", f"{self.subnet}.1",
             "--hostname-override", self.name, "-v", "1"])
 
+    def restart_apiserver(self) -> float:
+        """The API server restarted as a cluster does it: out of the `kubernetes` Service while it
+        is away and until it is ready again (its endpoint reconciler removes and re-adds it, and
+        kube-proxy follows), so that the node's Pods reach it only once it serves them; until then
+        their connections are refused. The seconds it was away."""
+        (service,) = [r for r in self._rules if r[0] == "PREROUTING" and SERVICE_IP in r]
+        # to a port nothing listens on: refused at once, as kube-proxy REJECTs a Service with no endpoint
+        refused = [*service[:-1], f"127.0.0.1:{realserver.free_port()}"]
+        nat = lambda op, rule: subprocess.run(["iptables", "-t", "nat", op, *rule], check=True,  # noqa: E731
+                                              capture_output=True, timeout=30)
+        nat("-I", refused)
+        nat("-D", service)
+        try:
+            return self.api.restart_apiserver()
+        finally:
+            nat("-I", service)
+            nat("-D", refused)
+
     def restart_kubelet(self) -> None:
         """The kubelet killed and started again (its Pods' containers go on under containerd)."""
         self._kill("kubelet", signal.SIGKILL)
