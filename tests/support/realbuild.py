@@ -139,9 +139,10 @@ class Registry:
 
 
 class TestCA:
-    """A CA made for the test (openssl), and a server certificate it signed for 127.0.0.1."""
+    """A CA made for the test (openssl), and a server certificate it signed for 127.0.0.1 and
+    `ips` (a node's gateway, by which its Pods reach an exposed server)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, ips: tuple[str, ...] = ()):
         root.mkdir(parents=True, exist_ok=True)
         self.ca, self.ca_key = root / "ca.crt", root / "ca.key"
         self.cert, self.key = root / "server.crt", root / "server.key"
@@ -154,7 +155,7 @@ class TestCA:
                 "-keyout", str(self.ca_key), "-out", str(self.ca))
         openssl("req", *ec, "-nodes", "-subj", "/CN=127.0.0.1",
                 "-keyout", str(self.key), "-out", str(root / "server.csr"))
-        (root / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        (root / "san.ext").write_text("subjectAltName=" + ",".join(f"IP:{ip}" for ip in ("127.0.0.1", *ips)) + "\n")
         openssl("x509", "-req", "-in", str(root / "server.csr"), "-CA", str(self.ca), "-CAkey",
                 str(self.ca_key), "-CAcreateserial", "-days", "1", "-extfile", str(root / "san.ext"),
                 "-out", str(self.cert))

@@ -293,12 +293,14 @@ class Node:
 
     def expose(self, port: int) -> str:
         """A server of the tests' on 127.0.0.1:port made reachable from the node's Pods at
-        gateway:port (a registry, say): one DNAT rule on the bridge, removed by stop(). Returns
-        the address Pods use."""
-        rule = ["PREROUTING", "-i", self.bridge, "-d", self.gateway, "-p", "tcp", "--dport", str(port),
-                "-j", "DNAT", "--to-destination", f"127.0.0.1:{port}"]
-        subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True, capture_output=True, timeout=30)
-        self._rules.append(rule)
+        gateway:port (a registry, say): a DNAT rule on the bridge, and one in OUTPUT so that the
+        host's own clients (the run in-process, policycheck) reach it by the same name, as the
+        kubelet's port is reached; removed by stop(). Returns the address Pods use."""
+        to = ["-d", self.gateway, "-p", "tcp", "--dport", str(port), "-j", "DNAT", "--to-destination",
+              f"127.0.0.1:{port}"]
+        for rule in (["PREROUTING", "-i", self.bridge, *to], ["OUTPUT", *to]):
+            subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True, capture_output=True, timeout=30)
+            self._rules.append(rule)
         return f"{self.gateway}:{port}"
 
     def wait_ready(self, deadline: float) -> None:

@@ -199,8 +199,14 @@ class Refusing:
                     self.wfile.write(data)
                     return
                 conn = http.client.HTTPSConnection(backend.host, context=backend.context, timeout=30)
-                conn.request(self.command, self.path, body=body or None,
-                             headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                # a header sent on several lines (containers/image's Accept) is one list (RFC 9110
+                # 5.3): a dict of the lines kept the last alone, and distribution answers 404 for an
+                # OCI manifest (cosign's signature) to an Accept without its media type
+                headers: dict[str, str] = {}
+                for k, v in self.headers.items():
+                    if k.lower() != "connection":
+                        headers[k] = f"{headers[k]}, {v}" if k in headers else v
+                conn.request(self.command, self.path, body=body or None, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 self.send_response(resp.status, resp.reason)
