@@ -93,15 +93,6 @@ esac
 echo "oc shim: 'oc $*' is not a subcommand kubectl shares (mark the block not-run-here)" >&2
 exit 97
 """
-PROMETHEUSRULE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"kind": "PrometheusRule", "listKind": "PrometheusRuleList", "plural": "prometheusrules",
-                       "singular": "prometheusrule"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "properties": {"spec": {"type": "object",
-                                                           "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 #: what no object of an install carries between two applies
 VOLATILE = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation")
 
@@ -386,7 +377,7 @@ def cluster(tmp_path_factory):
     ca = realbuild.TestCA(root / "ca")
     reg = realbuild.Registry(root, tls=ca, htpasswd=_htpasswd(root / "htpasswd"))
     try:
-        api.add_crds([PROMETHEUSRULE_CRD])
+        api.add_crds([realserver.PROMETHEUSRULE_CRD])
         api.kubectl("create", "-f", str(realserver.HERE / "openshift-admission.yaml"),
                     kubeconfig=api.kubeconfig(root / "boot.kubeconfig"))
         pull = F.secret("pull-secret", {"auths": {"quay.io": {"auth": base64.b64encode(b"u:p").decode()}}})

@@ -30,30 +30,15 @@ import yaml
 from reconcile.cluster import snapshot
 from tests.support import factory as F
 from tests.support import realserver
+from tests.support.argocdreal import cache_dir, missing
 
 COMPONENT = F.ROOT / "kustomize/overlays/argocd/argocd-cm"
 OURS = sorted(COMPONENT.glob("*/*/health_test.yaml"))
-GO_MOD = F.ROOT / "tests/tools/argocd/go.mod"
 CRONJOB = F.SHARED / "argocd/batch/CronJob"
-REQUIRE = "OCL_ARGOCD"
 STATE, MESSAGE = "ocl-reconciler.io/state", "ocl-reconciler.io/message"
 ROLLOUT, OVERRIDDEN_BY = "ocl-reconciler.io/rollout", "ocl-reconciler.io/rollout-overridden-by"
 IMAGE = "machineconfiguration.openshift.io/newestImageEquivalentConfig"
 HEALTH_KEY = "resource.customizations.health."
-
-
-def cache_dir() -> Path:
-    """Where tests/tools/argocd/build.sh puts argocd and install.yaml (keyed by the pinned version)."""
-    version = next(p[-1] for p in map(str.split, GO_MOD.read_text().splitlines())
-                   if "github.com/argoproj/argo-cd/v2" in p and p[-1].startswith("v"))
-    root = Path(os.environ.get("OCL_ARGOCD_CACHE") or Path.home() / ".cache/ocl-reconciler")
-    return root / f"argocd-{version}"
-
-
-def missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
 
 
 def config_key(group: str, kind: str) -> str:

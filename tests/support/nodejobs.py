@@ -152,23 +152,31 @@ class Deployed:
             f" kubelet: {self.node.tail('kubelet', 4)}"
 
 
+def settings() -> dict[str, Any]:
+    """The scenario's settings ConfigMap: the pool is built by an OpenShift Build."""
+    return F.build_config(imageBuilderType=BUILDER)
+
+
 def scenario() -> list[dict[str, Any]]:
     """One opted-in pool (worker), built by an OpenShift Build; no Node object (the real node is
     the pool's, labelled by Deployed.seed)."""
-    return F.cluster(nodes=False, settings=[F.build_config(imageBuilderType=BUILDER), F.osimageurl(),
-                                            F.secret("pull-secret"), F.secret("push-secret")])
+    return F.cluster(nodes=False, settings=[settings(), F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret")])
 
 
 def build_of(d: Deployed) -> dict[str, Any] | None:
-    builds = d.api.list("Build", F.NS)
-    return builds[0] if builds else None
+    """The newest Build in our namespace (a run starts at most one at a time)."""
+    builds = sorted(d.api.list("Build", F.NS), key=lambda b: (b["metadata"]["creationTimestamp"], b["metadata"]["name"]))
+    return builds[-1] if builds else None
+
+
+def finish_build(api: realserver.RealAPI, build: dict[str, Any], phase: str) -> dict[str, Any]:
+    """The Build's status as OpenShift's build controller writes it (examples/kubelet.py)."""
+    kubelet.set_phase(build, phase)
+    return api.write_status(build)
 
 
 def finish(d: Deployed, phase: str) -> dict[str, Any]:
-    """The Build's status as OpenShift's build controller writes it (examples/kubelet.py)."""
-    build = build_of(d)
-    kubelet.set_phase(build, phase)
-    return d.api.write_status(build)
+    return finish_build(d.api, build_of(d), phase)
 
 
 def recorded_image(d: Deployed) -> str:

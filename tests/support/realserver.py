@@ -94,6 +94,16 @@ UNSERVED = {"ClusterImagePolicy"}
 STATUS_KINDS = {"Pod", "Build", "MachineConfigPool", "Proxy", "Node", "OSImageStream"}
 #: the cluster's own namespaces, there before we are installed; ours (F.NS) is made by kustomize/base
 NAMESPACES = (F.MCO_NS, "openshift-config")
+#: the PrometheusRule of overlays/openshift: its kind served as OpenShift's monitoring serves it
+PROMETHEUSRULE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"kind": "PrometheusRule", "listKind": "PrometheusRuleList", "plural": "prometheusrules",
+                       "singular": "prometheusrule"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object",
+                                                           "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 #: where scenarios leave objects: ours, the cluster's, and `default` for Events about pools
 SCENARIO_NAMESPACES = (F.NS, *NAMESPACES, "default")
 #: what RealAPI.items() reads: these kinds in SCENARIO_NAMESPACES, and these cluster-scoped ones

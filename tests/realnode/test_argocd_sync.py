@@ -1,0 +1,318 @@
+"""Argo CD's own controllers sync the product from git onto the real node (issue 54).
+
+tests/support/argocdreal.py runs the application-controller and repo-server (and redis) against the
+node's kube-apiserver; the Application's source is a git repository holding the project's
+kustomize/ and a test overlay of overlays/argocd that sets, as docs/argocd.md tells a user to, the
+image (the one built from the Containerfile) and the settings ConfigMap (the scenario's: Builds of
+`openshift-image-builder`, played through their status as OpenShift's build controller would). It
+also suspends the CronJob: its `*/5` tick would start a run beside the hook's (the Lease would skip
+one of them), as in test_cronjob.py. A second Application manages the pool `worker` from the same
+repository, as docs/argocd.md's "When an Argo CD Application manages the MachineConfigPools" says:
+its health is our Lua check, judged by the controller.
+
+Expected waves, hook and health come from docs/argocd.md and Argo CD's documented states
+(operationState.phase, syncResult.resources[].syncPhase/hookPhase, sync.status, health.status); the
+order is the one Argo CD records (gitops-engine numbers each resource result in the order it ran
+it), never our timestamps. One Application setup serves every test of the module."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reconcile.contract import annotations as A
+from tests.support import argocdreal, nodejobs, productimage, realserver
+from tests.support import factory as F
+from tests.support.nodejobs import build_of
+
+pytestmark = pytest.mark.realnode
+
+PRODUCT, POOLS = "ocl-reconciler", "ocl-pools"
+OVERLAY = "kustomize/overlays/test-argocd"
+HOOK = "ocl-reconciler-postsync"
+#: docs/argocd.md "The overlay": the Namespace -3, the ServiceAccounts -2, RBAC -1, the settings 0,
+#: the CronJob 1; the pool and namespace policies of overlays/openshift -2; a kind without a wave 0
+#: (Argo CD's sync-waves.md)
+DOC_WAVES = {"Namespace": -3, "ServiceAccount": -2, "ValidatingAdmissionPolicy": -2,
+             "ValidatingAdmissionPolicyBinding": -2, "Role": -1, "RoleBinding": -1, "ClusterRole": -1,
+             "ClusterRoleBinding": -1, "ConfigMap": 0, "PrometheusRule": 0, "CronJob": 1}
+
+
+def settings(**changes: str) -> dict[str, str]:
+    return {**nodejobs.settings()["data"], **changes}
+
+
+def overlay(image: str, data: dict[str, str]) -> dict[str, Any]:
+    """The user's overlay docs/argocd.md asks for: overlays/argocd, their image and their settings."""
+    name, _, tag = image.rpartition(":")
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": ["../argocd"],
+            "images": [{"name": "quay.io/ocl-reconciler/ocl-reconciler", "newName": name, "newTag": tag}],
+            "patches": [{"target": {"kind": "ConfigMap", "name": "on-cluster-build-config"},
+                         "patch": _json_patch("/data", data)},
+                        {"target": {"kind": "CronJob", "name": nodejobs.CRONJOB},
+                         "patch": _json_patch("/spec/suspend", True)}]}
+
+
+def _json_patch(path: str, value: Any) -> str:
+    return json.dumps([{"op": "add", "path": path, "value": value}])
+
+
+def pool_in_git(pool: dict[str, Any]) -> dict[str, Any]:
+    """The pool as its owner keeps it in git: no server fields, none of our annotations."""
+    meta = pool["metadata"]
+    return {"apiVersion": pool["apiVersion"], "kind": pool["kind"],
+            "metadata": {"name": meta["name"], "labels": meta["labels"]}, "spec": pool["spec"]}
+
+
+class Setup:
+    """The node, Argo CD, the repository and the two Applications; `first` is the first sync's record."""
+
+    def __init__(self, node: Any, argo: argocdreal.Argo, repo: argocdreal.Repo, image: str):
+        self.node, self.api, self.argo, self.repo, self.image = node, node.api, argo, repo, image
+        self.figures: dict[str, float] = {}
+        self.builds: list[str] = []          # the Builds played to their end, in order
+
+    def app(self, name: str = PRODUCT) -> dict[str, Any]:
+        return self.argo.app(name)
+
+    def status(self, name: str = PRODUCT) -> dict[str, Any]:
+        return self.app(name).get("status") or {}
+
+    def resource(self, kind: str, name: str, app: str = POOLS) -> dict[str, Any]:
+        return next((r for r in self.status(app).get("resources") or []
+                     if r["kind"] == kind and r["name"] == name), {})
+
+    def pool_health(self) -> dict[str, Any]:
+        return self.resource("MachineConfigPool", "worker").get("health") or {}
+
+    def ann(self) -> dict[str, str]:
+        return self.api.get("MachineConfigPool", "", "worker")["metadata"].get("annotations") or {}
+
+    def finish_build(self, phase: str, after: str | None = None) -> dict[str, Any]:
+        """The Build the run started (another than `after`), played to `phase` as OpenShift would."""
+        build = self.argo.wait("the run's Build", lambda: build_of_named(self, after), seconds=90)
+        self.builds.append(build["metadata"]["name"])
+        return nodejobs.finish_build(self.api, build, phase)
+
+    def sync_and_settle(self, name: str = PRODUCT, build: str | None = None, after: str | None = None) -> dict[str, Any]:
+        """A sync asked for, the run's Build played to `build` (if one is awaited), then the
+        operation's end and Synced + Healthy; returns the operation state."""
+        started = self.operation_started(name)
+        self.argo.sync(name)
+        self.argo.wait("the sync to start", lambda: self.operation_started(name) != started)
+        if build:
+            self.finish_build(build, after)
+        return self.settled(name)
+
+    def operation_started(self, name: str) -> str:
+        return (self.status(name).get("operationState") or {}).get("startedAt", "")
+
+    def settled(self, name: str = PRODUCT) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            s = self.status(name)
+            op = s.get("operationState") or {}
+            if op.get("phase") in ("Failed", "Error"):
+                raise AssertionError(f"the sync of {name} ended {op['phase']}: {op.get('message')}")
+            if op.get("phase") == "Succeeded" and s["sync"]["status"] == "Synced" and \
+                    s["health"]["status"] == "Healthy" and "operation" not in self.app(name):
+                return op
+            return None
+        return self.argo.wait(f"{name} Synced and Healthy", done, seconds=150)
+
+
+def build_of_named(setup: Setup, after: str | None) -> dict[str, Any] | None:
+    build = build_of(setup)
+    return build if build and build["metadata"]["name"] != after else None
+
+
+@pytest.fixture(scope="module")
+def setup(node, tmp_path_factory) -> Iterator[Setup]:
+    image = productimage.product_image()
+    node.import_image(image.archive)
+    work = tmp_path_factory.mktemp("argocd")
+    argo = argocdreal.Argo(work / "argo", node.api, node.admin)
+    with node.api.serving([realserver.PROMETHEUSRULE_CRD]):
+        seed(node)
+        repo = argocdreal.Repo(work / "repo")
+        repo.write(f"{OVERLAY}/kustomization.yaml", overlay(image.name, settings()))
+        repo.write("pools/worker.yaml", pool_in_git(F.pool()))
+        argo.start()
+        s = Setup(node, argo, repo, image.name)
+        try:
+            first_sync(s)
+            yield s
+        finally:
+            teardown(s)
+            print(f"argocd figures: {s.figures}")
+
+
+def seed(node: Any) -> None:
+    """What the admin has before the first sync (docs/admin.md): the namespace and the Secrets the
+    settings name, the MCO's objects, and the pool with the real node as its member."""
+    node.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": F.NS}})
+    node.api.load([o for o in nodejobs.scenario() if o["metadata"]["name"] != "on-cluster-build-config"])
+    node.api.kubectl("label", "node", node.name, "node-role.kubernetes.io/worker=", "--overwrite",
+                     kubeconfig=node.admin)
+
+
+def first_sync(s: Setup) -> None:
+    s.argo.create_app(POOLS, s.repo.folder, "pools")
+    s.repo.commit("the product and the pool")
+    committed = time.monotonic()
+    s.argo.create_app(PRODUCT, s.repo.folder, OVERLAY)
+    s.figures["argo startup s"] = round(s.argo.startup_seconds, 1)
+    s.sync_and_settle(POOLS)
+    s.first = s.sync_and_settle(PRODUCT, build="Succeeded")
+    s.figures["first sync: commit to Synced+Healthy s"] = round(time.monotonic() - committed, 1)
+
+
+def teardown(s: Setup) -> None:
+    try:
+        for name in (PRODUCT, POOLS):
+            if s.api.request("GET", f"{argocdreal.APP_PATH}/{name}", ok=(404,))[0] == 200:
+                s.api.request("DELETE", f"{argocdreal.APP_PATH}/{name}")
+    finally:
+        s.argo.stop()
+        s.api.request("DELETE", f"/api/v1/namespaces/{F.NS}", ok=(404,))
+        s.node.api.kubectl("label", "node", s.node.name, "node-role.kubernetes.io/worker-", kubeconfig=s.node.admin,
+                           check=False)
+        for kind in nodejobs.CLUSTER_CLEARED:
+            for obj in s.api.list(kind):
+                s.api.request("DELETE", s.api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
+        wait_gone(s.api, f"/api/v1/namespaces/{F.NS}")
+
+
+def wait_gone(api: realserver.RealAPI, path: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while api.request("GET", path, ok=(404,))[0] != 404:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} is still there after {seconds} s")
+        time.sleep(0.5)
+
+
+def test_the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted(setup):
+    op = setup.first
+    assert op["phase"] == "Succeeded", op.get("message")
+    results = op["syncResult"]["resources"]             # in the order Argo CD ran them
+    synced = [r for r in results if r.get("syncPhase") == "Sync"]
+    assert {r["kind"] for r in synced} == set(DOC_WAVES), results
+    waves = [DOC_WAVES[r["kind"]] for r in synced]
+    assert waves == sorted(waves), [(r["kind"], r["name"]) for r in synced]
+    assert all(r["status"] == "Synced" for r in synced), synced
+    # what Argo CD read of each object's wave is the documented one
+    for r in (r for r in setup.status()["resources"] if not r.get("hook")):
+        assert r.get("syncWave", 0) == DOC_WAVES[r["kind"]], r
+    (hook,) = [r for r in results if r.get("hookType")]
+    assert results[-1] == hook
+    assert (hook["kind"], hook["name"], hook["syncPhase"], hook["hookPhase"]) == ("Job", HOOK, "PostSync", "Succeeded")
+    # HookSucceeded: the Job is gone; its run wrote the pool
+    assert setup.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs/{HOOK}", ok=(404,))[0] == 404
+    assert setup.ann()[A.STATE] == A.SUCCEEDED
+    assert setup.ann()[A.BUILD] == f"Build/{F.NS}/{setup.builds[-1]}"
+    # the CronJob is there; Argo CD 2.14 has no CronJob check (docs/argocd.md), so no health of its own
+    cronjob = setup.resource("CronJob", nodejobs.CRONJOB, PRODUCT)
+    assert cronjob["status"] == "Synced" and "health" not in cronjob, cronjob
+    assert setup.status()["health"]["status"] == "Healthy"
+
+
+def test_a_second_sync_and_a_hard_refresh_find_nothing_to_change(setup):
+    """Argo CD's own diff decides: every resource Synced after a second sync and after a hard
+    refresh (which compares with the manifests generated again). kubectl's own words for each apply
+    are kept as a figure: `configured` is a write with no difference Argo CD's diff sees."""
+    op = setup.sync_and_settle(PRODUCT)            # the pool is built: the hook's run has nothing to wait for
+    setup.figures["second sync: kubectl 'configured'"] = sorted(
+        r["name"] for r in op["syncResult"]["resources"]
+        if r.get("syncPhase") == "Sync" and r.get("message", "").endswith(" configured"))
+    for name in (PRODUCT, POOLS):
+        setup.argo.refresh(name, "hard")
+        setup.argo.wait("the refresh", lambda n=name: "argocd.argoproj.io/refresh" not in
+                        (setup.app(n)["metadata"].get("annotations") or {}))
+        s = setup.status(name)
+        assert (s["sync"]["status"], s["health"]["status"]) == ("Synced", "Healthy"), s
+        drift = [r for r in s["resources"] if not r.get("hook") and r["status"] != "Synced"]
+        assert not drift, drift
+
+
+def run_from_cronjob(setup: Setup, name: str) -> str:
+    """`kubectl create job --from=cronjob/...` (docs/admin.md): one run of the shipped template."""
+    setup.api.kubectl("create", "job", name, f"--from=cronjob/{nodejobs.CRONJOB}", "-n", F.NS,
+                      kubeconfig=setup.node.admin)
+    return name
+
+
+def rebuild(setup: Setup, token: str) -> str:
+    """A rebuild token set as docs/contract.md says (yours to set), then a run that acts on it."""
+    setup.api.request("PATCH", setup.api.path("MachineConfigPool", "", "worker"),
+                      {"metadata": {"annotations": {A.REBUILD: token}}}, content_type="application/merge-patch+json")
+    return run_from_cronjob(setup, f"run-{token}")
+
+
+def health_is(setup: Setup, status: str) -> dict[str, Any] | None:
+    health = setup.pool_health()
+    return health if health.get("status") == status and setup.status(POOLS)["health"]["status"] == status else None
+
+
+def documented_message(ann: dict[str, str]) -> str:
+    """docs/argocd.md: `STATE: MESSAGE`, or `Layered OS image build STATE` without a message."""
+    state, message = ann[A.STATE], ann.get(A.MESSAGE)
+    return f"{state}: {message}" if message else f"Layered OS image build {state}"
+
+
+def test_the_pools_health_through_the_controller_follows_the_reconcilers_record(setup):
+    """docs/argocd.md's table: Pending/Building -> Progressing, Failed -> Degraded, Succeeded ->
+    Healthy, the message `STATE: MESSAGE`; the Application's health is its worst resource's."""
+    before = setup.builds[-1]
+    rebuild(setup, "fail-1")
+    building = setup.argo.wait("Progressing", lambda: health_is(setup, "Progressing"))
+    assert building["message"] == documented_message(setup.ann()), building
+    setup.finish_build("Failed", after=before)
+    degraded = setup.argo.wait("Degraded", lambda: health_is(setup, "Degraded"), seconds=90)
+    ann = setup.ann()
+    assert ann[A.STATE] == A.FAILED
+    assert degraded["message"] == documented_message(ann)
+    failed = setup.builds[-1]
+    rebuild(setup, "ok-2")
+    setup.finish_build("Succeeded", after=failed)
+    healthy = setup.argo.wait("Healthy", lambda: health_is(setup, "Healthy"), seconds=90)
+    assert healthy["message"] == documented_message(setup.ann())
+    assert setup.status(POOLS)["sync"]["status"] == "Synced"    # our annotations are no drift
+
+
+def test_a_settings_change_in_git_syncs_and_the_hook_builds_it_in_that_sync(setup):
+    before = setup.ann()[A.BUILD]
+    setup.repo.write(f"{OVERLAY}/kustomization.yaml",
+                     overlay(setup.image, settings(finalImagePullspec=f"{F.REPO}:v2")))
+    sha = setup.repo.commit("a new pullspec")
+    committed = time.monotonic()
+    op = setup.sync_and_settle(PRODUCT, build="Succeeded", after=before.rsplit("/", 1)[1])
+    setup.figures["settings change: commit to Synced+Healthy s"] = round(time.monotonic() - committed, 1)
+    assert op["syncResult"]["revision"] == sha
+    (cm,) = [r for r in op["syncResult"]["resources"] if r["kind"] == "ConfigMap"]
+    assert "configured" in cm["message"], cm
+    ann = setup.ann()
+    assert ann[A.BUILD] != before and ann[A.STATE] == A.SUCCEEDED
+    assert ann[A.IMAGE].startswith(f"{F.REPO}@sha256:")
+
+
+def test_deleting_the_application_with_cascade_removes_what_we_shipped_and_leaves_the_pool(setup):
+    shipped = [(r.get("group", ""), r["version"], r["kind"], r.get("namespace", ""), r["name"])
+               for r in setup.status()["resources"] if not r.get("hook")]
+    before = setup.ann()
+    setup.argo.patch_app(PRODUCT, {"metadata": {"finalizers": ["resources-finalizer.argocd.argoproj.io"]}})
+    setup.api.request("DELETE", f"{argocdreal.APP_PATH}/{PRODUCT}")
+    wait_gone(setup.api, f"{argocdreal.APP_PATH}/{PRODUCT}", seconds=120)
+    setup.argo.wait("what we shipped gone", lambda: not [s for s in shipped if exists(setup, *s)], seconds=90)
+    # docs/admin.md "Uninstalling": the pools and what the runs wrote stay until the opt-out cleans them
+    assert setup.ann() == before
+
+
+def exists(setup: Setup, group: str, version: str, kind: str, ns: str, name: str) -> bool:
+    what = f"{kind}.{version}.{group}" if group else kind
+    out = setup.api.kubectl("get", what, name, *(["-n", ns] if ns else []), "--ignore-not-found", "-o", "name",
+                            kubeconfig=setup.node.admin)
+    return bool(out.stdout.strip())
