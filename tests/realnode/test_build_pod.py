@@ -67,12 +67,29 @@ def test_the_build_pod_builds_under_the_kubelet_and_a_one_file_rebuild_reuses_th
 
     # one file changed: the next build takes the base from the kept volume, not from the registry
     second = NB.machineconfig("rendered-worker-2", w.pods_registry)
-    d.api.load([second])
-    d.kubectl("patch", "machineconfigpool", "worker", "--type", "merge",
-              "-p", json.dumps({"spec": {"configuration": {"name": "rendered-worker-2"}}}))
+    NB.switch_config(d.node, second)
     mark = len(w.registry.requests())
     code, err = NB.run(d.node, kubeconfig)
     a = d.ann()
     assert (code, a.get(A.STATE)) == (0, A.SUCCEEDED), (a.get(A.MESSAGE), err[-3000:])
     assert w.inspect(f"ocl/os-image:{second['metadata']['name']}")["Digest"] == NB.digest_of(a) != digest
     assert w.base_blob_gets(mark) == 0
+
+
+def test_under_containerds_default_seccomp_filter_the_build_fails_and_the_pool_says_why(d, w, tmp_path):
+    """A kubelet with `seccompDefault: true` gives a Pod without a profile the runtime's default
+    filter (containerd's: moby's profile), which allows unshare(CLONE_NEWUSER) only with
+    CAP_SYS_ADMIN (docs/design.md, "The build Pod's seccomp profile")."""
+    d.node.restart_kubelet(seccompDefault=True)
+    try:
+        NB.provide_storage(d.node, tmp_path / "pv", "ocl-build-pod-seccomp")
+        d.seed(NB.scenario(w, NB.machineconfig("rendered-worker-1", w.pods_registry)))
+        code, err = NB.run(d.node, NB.sa_kubeconfig(d.node, tmp_path / "sa.kubeconfig"))
+    finally:
+        d.node.restart_kubelet()
+    a = d.ann()
+    assert (code, a.get(A.STATE)) == (0, A.FAILED), (a.get(A.MESSAGE), err[-3000:])
+    # DEFECT (open): the log says `Error during unshare(CLONE_NEWUSER): Operation not permitted`, but
+    # its last line, which the pool shows, is buildah's `(Unable to determine exit status)`
+    if "unshare" not in a[A.MESSAGE]:
+        pytest.xfail(f"the pool's reason is the log's last line, not buildah's error: {a[A.MESSAGE]}")

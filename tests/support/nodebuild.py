@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,36 +74,48 @@ class World:
 
 
 def world(node: realnode.Node, root: Path) -> World:
-    """The registry (its access log on), the small base pushed (realbuild.build_base_image), the
-    builder image imported into the node's containerd."""
-    builder = builderimage.builder_image()
-    node.import_image(builder.archive)
+    """A registry (its access log on) with the small base pushed (realbuild.build_base_image), on
+    the node (on_node)."""
     registry = R.Registry(root, access_log=True)
     try:
         host = R.Host(root, registry)
-        pods = node.expose(registry.port)
         R.build_base_image(host, f"{registry.host}/ocl/base:latest")
+        return on_node(node, root, registry, host)
     except BaseException:
         registry.stop()
         raise
-    return World(node, root, registry, host, pods, builder)
 
 
-def settings(w: World, **build: str) -> list[dict[str, Any]]:
+def on_node(node: realnode.Node, root: Path, registry: R.Registry, host: R.Host) -> World:
+    """The registry exposed to the node's Pods, and the builder image imported into its containerd."""
+    builder = builderimage.builder_image()
+    node.import_image(builder.archive)
+    return World(node, root, registry, host, node.expose(registry.port), builder)
+
+
+def settings(w: World, base: str = "", extensions: str = "", **build: str) -> list[dict[str, Any]]:
     """The settings a cluster's admin would write for this registry and builder image, with the
     pool's build storage persistent (the buildah Pod's default) on our StorageClass."""
     repo = f"{w.pods_registry}/ocl/os-image"
     return [F.build_config(imageBuilderType=BUILDER, finalImagePullspec=f"{repo}:latest",
                            buildahImage=w.builder.name, buildStorage="persistent",
                            buildStorageClass=STORAGE_CLASS, **build),
-            F.osimageurl(baseOSContainerImage=w.base),
+            F.osimageurl(baseOSContainerImage=base or w.base, baseOSExtensionsContainerImage=extensions),
             F.secret("pull-secret", payload=R.auth_for(w.pods_registry, "puller")),
             F.secret("push-secret", payload=R.auth_for(w.pods_registry, "pusher"))]
 
 
-def scenario(w: World, mc: dict[str, Any], **build: str) -> list[dict[str, Any]]:
-    pool = F.pool("worker", rendered=mc["metadata"]["name"])
-    return [*settings(w, **build), pool, mc]
+def scenario(w: World, mc: dict[str, Any], **kw: str) -> list[dict[str, Any]]:
+    """settings(**kw), one opted-in pool and its rendered config `mc`."""
+    return [*settings(w, **kw), F.pool("worker", rendered=mc["metadata"]["name"]), mc]
+
+
+def switch_config(node: realnode.Node, mc: dict[str, Any], pool: str = "worker") -> None:
+    """A new rendered config for the pool, as the MCO's render controller would write it."""
+    node.api.load([mc])
+    node.api.kubectl("patch", "machineconfigpool", pool, "--type", "merge", "-p",
+                     json.dumps({"spec": {"configuration": {"name": mc["metadata"]["name"]}}}),
+                     kubeconfig=node.admin)
 
 
 # build storage: a local PersistentVolume the PV controller binds to the product's claim ----------
@@ -149,22 +160,12 @@ def sa_kubeconfig(node: realnode.Node, path: Path) -> str:
     return node.api.kubeconfig(path, token, "ocl-reconciler")
 
 
-def build_pod(node: realnode.Node) -> dict[str, Any] | None:
-    pods = [p for p in node.api.list("Pod", F.NS) if "job-name" not in (p["metadata"].get("labels") or {})]
-    return pods[0] if pods else None
-
-
 def recorded(node: realnode.Node, pool: str = "worker") -> dict[str, str]:
     return node.api.get("MachineConfigPool", "", pool)["metadata"].get("annotations") or {}
 
 
 def digest_of(annotations: dict[str, str]) -> str:
     return annotations[A.IMAGE].rsplit("@", 1)[1]
-
-
-def timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    started = time.monotonic()
-    return fn(*args), time.monotonic() - started
 
 
 def du(path: Path) -> int:

@@ -161,6 +161,8 @@ class Node:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.api: realserver.RealAPI | None = None
         self._rules: list[list[str]] = []
+        #: KubeletConfiguration fields over _kubelet_config's (restart_kubelet)
+        self.kubelet_settings: dict[str, Any] = {}
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> Node:
@@ -255,15 +257,17 @@ class Node:
 
     def _start_kubelet(self) -> None:
         self._make_cgroups()
-        (self.root / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(self)))
+        (self.root / "kubelet.yaml").write_text(yaml.safe_dump({**_kubelet_config(self), **self.kubelet_settings}))
         self._spawn("kubelet", [
             str(self.bindir / "kubelet"), "--config", str(self.root / "kubelet.yaml"),
             "--kubeconfig", self.admin, "--root-dir", str(self.root / "kubelet"),
             "--cert-dir", str(self.root / "kubelet-pki"), "--node-ip", f"{self.subnet}.1",
             "--hostname-override", self.name, "-v", "1"])
 
-    def restart_kubelet(self) -> None:
-        """The kubelet killed and started again (its Pods' containers go on under containerd)."""
+    def restart_kubelet(self, **settings: Any) -> None:
+        """The kubelet killed and started again (its Pods' containers go on under containerd), with
+        `settings` over its KubeletConfiguration from now on (none: the node's own again)."""
+        self.kubelet_settings = settings
         self._kill("kubelet", signal.SIGKILL)
         self._start_kubelet()
         self.wait_ready(time.monotonic() + 90)
