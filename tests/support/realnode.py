@@ -104,7 +104,6 @@ def pause_image(path: Path) -> Path:
                           {"Entrypoint": ["/bin/busybox", "sleep", "2147483647"]})
 
 
-
 def _containerd_config(root: Path, bridge_conf: Path) -> str:
     return f"""version = 2
 root = "{root}/root"
@@ -161,8 +160,7 @@ class Node:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.api: realserver.RealAPI | None = None
         self._rules: list[list[str]] = []
-        #: KubeletConfiguration fields over _kubelet_config's (restart_kubelet)
-        self.kubelet_settings: dict[str, Any] = {}
+        self.kubelet_settings: dict[str, Any] = {}      # over _kubelet_config's (restart_kubelet)
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> Node:
@@ -265,8 +263,8 @@ class Node:
             "--hostname-override", self.name, "-v", "1"])
 
     def restart_kubelet(self, **settings: Any) -> None:
-        """The kubelet killed and started again (its Pods' containers go on under containerd), with
-        `settings` over its KubeletConfiguration from now on (none: the node's own again)."""
+        """The kubelet killed and started again (its Pods' containers go on), with `settings` over its
+        KubeletConfiguration from now on (none: the node's own again)."""
         self.kubelet_settings = settings
         self._kill("kubelet", signal.SIGKILL)
         self._start_kubelet()
