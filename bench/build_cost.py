@@ -117,7 +117,7 @@ def measure(registry, host, fs, home, image, driver, mode, step, mc, work, n) ->
         raise RuntimeError(f"{driver} {mode} {step}: exit {code}: {logs}")
     shutil.rmtree(work / f"pod-{n}", ignore_errors=True)
     requests = registry.requests()[mark:]
-    pulled = sum(r["written"] for r in requests if r["method"] == "GET")
+    pulled = pulled_bytes(requests)
     base_blobs = {f"/v2/ocl/base/blobs/{d}" for d in image.layer_digests}
     base_pulled = sum(1 for r in requests
                       if r["method"] == "GET" and r["uri"] in base_blobs and r["status"] == 200)
@@ -133,6 +133,11 @@ def measure(registry, host, fs, home, image, driver, mode, step, mc, work, n) ->
     layers = [layer["digest"] for layer in manifest["layers"]]
     return Build(driver, mode, step, wall, pulled, sum(new.values()), peak[0], fs.used(),
                  len(image.layer_digests) - base_pulled, sum(1 for d in layers if d not in new), len(layers))
+
+
+def pulled_bytes(requests: list[dict]) -> int:
+    """What the registry served (GET responses' bytes), from its log's requests."""
+    return sum(r["written"] for r in requests if r["method"] == "GET")
 
 
 def ratio(a: float, b: float) -> str:
@@ -242,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-table", action="store_true", help=f"write {TABLE.relative_to(ROOT)}")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--from-json", help="report on the figures a --json run wrote, without building")
+    parser.add_argument("--in-pod", action="store_true",
+                        help="then the same builds in the build Pod on a real node (bench/build_cost_pod.py)")
     args = parser.parse_args(argv)
     if args.from_json:
         figures = json.loads(Path(args.from_json).read_text())
@@ -284,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                     fs.close()
                     if home:
                         home.close()
+        if args.in_pod:
+            in_pod(registry, host, image, work, builds)
     finally:
         registry.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -291,6 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         figures = {"image": asdict(image), "builds": [asdict(b) for b in builds], "reflink": bool(reflink)}
         Path(args.json).write_text(json.dumps(figures, indent=1))
     return finish(builds, image, args, bool(reflink))
+
+
+def in_pod(registry: R.Registry, host: R.Host, image: osimage.Image, work: Path, builds: list[Build]) -> None:
+    """The three builds in the build Pod on a real node, printed beside the host process's."""
+    import build_cost_pod
+    pod = build_cost_pod.measure(registry, host, work / "in-pod", STEPS, machineconfigs(), pulled_bytes)
+    build_cost_pod.report(pod, builds, image.compressed, MB)
 
 
 def finish(builds: list[Build], image: osimage.Image, args: argparse.Namespace, reflink: bool) -> int:

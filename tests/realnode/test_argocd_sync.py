@@ -137,6 +137,8 @@ def setup(node, tmp_path_factory) -> Iterator[Setup]:
     work = tmp_path_factory.mktemp("argocd")
     argo = argocdreal.Argo(work / "argo", node.api, node.admin)
     with node.api.serving([realserver.PROMETHEUSRULE_CRD]):
+        nodejobs.clear_scenario(node.api)    # another realnode test of the worker may have left its
+        nodejobs.uninstall(node)             # scenario, and installed the product
         seed(node)
         repo = argocdreal.Repo(work / "repo")
         repo.write(f"{OVERLAY}/kustomization.yaml", overlay(image.name, settings()))

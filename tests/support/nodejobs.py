@@ -43,6 +43,28 @@ def overlay(folder: Path, image: str) -> Path:
     return folder
 
 
+def clear_scenario(api: realserver.RealAPI) -> None:
+    """What a scenario left in the node's server (CLEARED, CLUSTER_CLEARED) deleted; the node, the
+    ServiceAccounts and the product stay."""
+    for prefix, plurals in CLEARED.items():
+        for plural in plurals:
+            for ns in realserver.SCENARIO_NAMESPACES:
+                api.request("DELETE", f"{prefix}/namespaces/{ns}/{plural}?propagationPolicy=Background",
+                            {"gracePeriodSeconds": 0}, ok=(404,))
+    for kind in CLUSTER_CLEARED:
+        for obj in api.list(kind):
+            api.request("DELETE", api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
+
+
+def uninstall(node: realnode.Node) -> None:
+    """What kustomize/base ships removed from the node's server, as `kubectl delete -k` would, and
+    waited for: a test that installs the product its own way (Argo CD) starts from a server without
+    it, whichever realnode test ran before on the worker (Deployed.apply installs it again)."""
+    rendered = realserver.kustomize(BASE, node.api.kubectl_path)
+    node.api.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", "--timeout=55s",
+                     kubeconfig=node.admin, input=rendered)
+
+
 class Deployed:
     """kustomize/base through the overlay, applied to the node's server as the admin."""
 
@@ -69,14 +91,7 @@ class Deployed:
             self.kubectl("label", "node", self.node.name, f"node-role.kubernetes.io/{role}=", "--overwrite")
 
     def clear(self) -> None:
-        for prefix, plurals in CLEARED.items():
-            for plural in plurals:
-                for ns in realserver.SCENARIO_NAMESPACES:
-                    self.api.request("DELETE", f"{prefix}/namespaces/{ns}/{plural}?propagationPolicy=Background",
-                                     {"gracePeriodSeconds": 0}, ok=(404,))
-        for kind in CLUSTER_CLEARED:
-            for obj in self.api.list(kind):
-                self.api.request("DELETE", self.api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
+        clear_scenario(self.api)
         self.apply()                        # a test may have changed the product
 
     def pool(self, name: str = "worker") -> dict[str, Any]:

@@ -273,8 +273,13 @@ class Host:
 
 
 def auth_file(registry: Registry, user: str) -> dict[str, Any]:
+    return auth_for(registry.host, user)
+
+
+def auth_for(host: str, user: str) -> dict[str, Any]:
+    """A docker config.json for `host` (the registry as its client reaches it)."""
     token = base64.b64encode(f"{user}:not-checked".encode()).decode()
-    return {"auths": {registry.host: {"auth": token}}}
+    return {"auths": {host: {"auth": token}}}
 
 
 def build_base_image(host: Host, ref: str) -> None:

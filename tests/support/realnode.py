@@ -104,7 +104,6 @@ def pause_image(path: Path) -> Path:
                           {"Entrypoint": ["/bin/busybox", "sleep", "2147483647"]})
 
 
-
 def _containerd_config(root: Path, bridge_conf: Path) -> str:
     return f"""version = 2
 root = "{root}/root"
@@ -161,6 +160,7 @@ class Node:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.api: realserver.RealAPI | None = None
         self._rules: list[list[str]] = []
+        self.kubelet_settings: dict[str, Any] = {}      # over _kubelet_config's (restart_kubelet)
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> Node:
@@ -255,7 +255,7 @@ class Node:
 
     def _start_kubelet(self) -> None:
         self._make_cgroups()
-        (self.root / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(self)))
+        (self.root / "kubelet.yaml").write_text(yaml.safe_dump({**_kubelet_config(self), **self.kubelet_settings}))
         self._spawn("kubelet", [
             str(self.bindir / "kubelet"), "--config", str(self.root / "kubelet.yaml"),
             "--kubeconfig", self.admin, "--root-dir", str(self.root / "kubelet"),
@@ -280,8 +280,10 @@ class Node:
             nat("-I", service)
             nat("-D", refused)
 
-    def restart_kubelet(self) -> None:
-        """The kubelet killed and started again (its Pods' containers go on under containerd)."""
+    def restart_kubelet(self, **settings: Any) -> None:
+        """The kubelet killed and started again (its Pods' containers go on), with `settings` over its
+        KubeletConfiguration from now on (none: the node's own again)."""
+        self.kubelet_settings = settings
         self._kill("kubelet", signal.SIGKILL)
         self._start_kubelet()
         self.wait_ready(time.monotonic() + 90)

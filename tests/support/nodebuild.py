@@ -1,0 +1,179 @@
+"""The build Pod on the real node (issue 53): the product, run in-process on the host as its
+ServiceAccount, creates the build Pod from its own template (manifests/pod-buildah.yaml.j2 and
+build-pod.sh, unchanged); the real scheduler and kubelet run it on the builder image made here
+(tests/support/builderimage.py), with the pool's build storage claim bound by kube-controller-
+manager to a `local` PersistentVolume this module provides.
+
+The registry is realbuild's docker-registry on 127.0.0.1, reachable from the node's Pods at
+`node.gateway:port` (Node.expose): the settings name that address (the base, the pushed image);
+the host reads the same registry at 127.0.0.1. Plain HTTP, made insecure for the build by the
+rendered MachineConfig's /etc/containers/registries.conf, as image.config.openshift.io
+`insecureRegistries` would write it (the realbuild suite does the same)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconcile import cli
+from reconcile.contract import annotations as A
+from tests.support import builderimage, realnode
+from tests.support import factory as F
+from tests.support import realbuild as R
+
+STORAGE_CLASS = "ocl-local"
+BUILDER = "custom-pod-builder"
+
+
+def registries_conf(*hosts: str) -> str:
+    return "".join(f'[[registry]]\nlocation = "{h}"\ninsecure = true\n' for h in hosts)
+
+
+def machineconfig(name: str, registry: str, content: str | None = None) -> dict[str, Any]:
+    """A rendered config (factory's) with the nodes' registries.conf listing the test registry as
+    insecure (its address as the Pods see it)."""
+    mc = F.machineconfig(name, content=content)
+    mc["spec"]["config"]["storage"]["files"].append({
+        "path": "/etc/containers/registries.conf", "mode": 420,
+        "contents": {"source": "data:," + urllib.parse.quote(registries_conf(registry))}})
+    return mc
+
+
+@dataclass
+class World:
+    """The registry, its address for Pods, the base image there, and the builder image on the node."""
+
+    node: realnode.Node
+    root: Path
+    registry: R.Registry
+    host: R.Host
+    pods_registry: str          # gateway:port
+    builder: builderimage.BuilderImage
+
+    @property
+    def base(self) -> str:
+        return f"{self.pods_registry}/ocl/base:latest"
+
+    def inspect(self, ref: str) -> dict[str, Any]:
+        """skopeo inspect of `repo@digest` or `repo:tag` (a path in the registry) at 127.0.0.1."""
+        return json.loads(self.host.run("skopeo", "inspect", "--tls-verify=false",
+                                        f"docker://{self.registry.host}/{ref}").stdout)
+
+    def base_blob_gets(self, since: int = 0) -> int:
+        """How many base blobs the registry served (GET, 200) after request number `since`."""
+        return sum(1 for r in self.registry.requests()[since:]
+                   if r["method"] == "GET" and r["uri"].startswith("/v2/ocl/base/blobs/") and r["status"] == 200)
+
+    def stop(self) -> None:
+        self.registry.stop()
+
+
+def world(node: realnode.Node, root: Path) -> World:
+    """A registry (its access log on) with the small base pushed (realbuild.build_base_image), on
+    the node (on_node)."""
+    registry = R.Registry(root, access_log=True)
+    try:
+        host = R.Host(root, registry)
+        R.build_base_image(host, f"{registry.host}/ocl/base:latest")
+        return on_node(node, root, registry, host)
+    except BaseException:
+        registry.stop()
+        raise
+
+
+def on_node(node: realnode.Node, root: Path, registry: R.Registry, host: R.Host) -> World:
+    """The registry exposed to the node's Pods, and the builder image imported into its containerd."""
+    builder = builderimage.builder_image()
+    node.import_image(builder.archive)
+    return World(node, root, registry, host, node.expose(registry.port), builder)
+
+
+def settings(w: World, base: str = "", extensions: str = "", **build: str) -> list[dict[str, Any]]:
+    """The settings a cluster's admin would write for this registry and builder image, with the
+    pool's build storage persistent (the buildah Pod's default) on our StorageClass."""
+    repo = f"{w.pods_registry}/ocl/os-image"
+    return [F.build_config(imageBuilderType=BUILDER, finalImagePullspec=f"{repo}:latest",
+                           buildahImage=w.builder.name, buildStorage="persistent",
+                           buildStorageClass=STORAGE_CLASS, **build),
+            F.osimageurl(baseOSContainerImage=base or w.base, baseOSExtensionsContainerImage=extensions),
+            F.secret("pull-secret", payload=R.auth_for(w.pods_registry, "puller")),
+            F.secret("push-secret", payload=R.auth_for(w.pods_registry, "pusher"))]
+
+
+def scenario(w: World, mc: dict[str, Any], **kw: str) -> list[dict[str, Any]]:
+    """settings(**kw), one opted-in pool and its rendered config `mc`."""
+    return [*settings(w, **kw), F.pool("worker", rendered=mc["metadata"]["name"]), mc]
+
+
+def switch_config(node: realnode.Node, mc: dict[str, Any], pool: str = "worker") -> None:
+    """A new rendered config for the pool, as the MCO's render controller would write it."""
+    node.api.load([mc])
+    node.api.kubectl("patch", "machineconfigpool", pool, "--type", "merge", "-p",
+                     json.dumps({"spec": {"configuration": {"name": mc["metadata"]["name"]}}}),
+                     kubeconfig=node.admin)
+
+
+# build storage: a local PersistentVolume the PV controller binds to the product's claim ----------
+
+def storage_class() -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
+            "reclaimPolicy": "Retain"}
+
+
+def local_volume(node: realnode.Node, name: str, path: Path, capacity: str = "1Ti") -> dict[str, Any]:
+    """A `local` PersistentVolume on the node (a directory of the host), of our StorageClass. A
+    `local` volume, not hostPath: the kubelet applies the Pod's fsGroup to it (hostPath it never
+    does), as to the CSI volumes of a cluster's StorageClass."""
+    path.mkdir(parents=True, exist_ok=True)
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": capacity}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
+                     "volumeMode": "Filesystem", "local": {"path": str(path)},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}]}}}}
+
+
+def provide_storage(node: realnode.Node, path: Path, name: str) -> None:
+    """Our StorageClass and a fresh local volume of it, applied as the admin."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": [storage_class(), local_volume(node, name, path)]}
+    node.api.kubectl("apply", "-f", "-", kubeconfig=node.admin, input=json.dumps(listed))
+
+
+# running the product as its ServiceAccount, on the host ------------------------------------------
+
+def run(node: realnode.Node, kubeconfig: str, wait: float = 300) -> tuple[int, str]:
+    """`ocl-reconcile run --wait` as the ServiceAccount `ocl-reconciler`: (exit code, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["run", "--kubeconfig", kubeconfig, "--timeout", "30", "--wait", str(wait)])
+    return code, err.getvalue()
+
+
+def sa_kubeconfig(node: realnode.Node, path: Path) -> str:
+    token = node.api.service_account_token(F.NS, "ocl-reconciler")
+    return node.api.kubeconfig(path, token, "ocl-reconciler")
+
+
+def recorded(node: realnode.Node, pool: str = "worker") -> dict[str, str]:
+    return node.api.get("MachineConfigPool", "", pool)["metadata"].get("annotations") or {}
+
+
+def digest_of(annotations: dict[str, str]) -> str:
+    return annotations[A.IMAGE].rsplit("@", 1)[1]
+
+
+def du(path: Path) -> int:
+    """Bytes a directory holds (its files' blocks, as du counts them)."""
+    total = 0
+    for p in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_blocks * 512
+    return total
+
