@@ -311,6 +311,11 @@ def test_deleting_the_application_with_cascade_removes_what_we_shipped_and_leave
     setup.argo.wait("what we shipped gone", lambda: not [s for s in shipped if exists(setup, *s)], seconds=90)
     # docs/admin.md "Uninstalling": the pools and what the runs wrote stay until the opt-out cleans them
     assert setup.ann() == before
+    # installed again as before, for the module's other tests: pytest-randomly orders them at random
+    setup.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": F.NS}})
+    setup.api.load(F.find(nodejobs.scenario(), "Secret"))
+    setup.argo.create_app(PRODUCT, setup.repo.folder, OVERLAY)
+    setup.sync_and_settle(PRODUCT)
 
 
 def exists(setup: Setup, group: str, version: str, kind: str, ns: str, name: str) -> bool:

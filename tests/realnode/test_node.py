@@ -5,7 +5,9 @@ collector), and nothing left behind once stopped."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,17 +93,19 @@ def _reads(path: Path) -> bytes:
         return b""
 
 
-def test_a_node_stopped_with_a_pod_running_leaves_nothing_behind(tmp_path):
+def test_a_node_stopped_with_a_pod_running_leaves_nothing_behind():
     index = int(os.environ.get("OCL_REALNODE_OFFSET") or 0) + 9      # beside the workers' nodes
-    second = realnode.Node(tmp_path / "n", realnode.prerequisites(), index)
-    (tmp_path / "n").mkdir()
+    # a short root: containerd's socket path must stay under 104 characters
+    root = Path(tempfile.mkdtemp(prefix="ocl-node-"))
+    second = realnode.Node(root, realnode.prerequisites(), index)
     try:
         second.start()
         second.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
                            "spec": {"containers": [{"name": "c", "image": realnode.PAUSE}]}})
         wait("the Pod running", lambda: (second.api.get("Pod", "default", "sleeper").get("status") or {})
              .get("phase") == "Running")
-        assert leftovers(index, tmp_path / "n")              # the probe sees a live node
+        assert leftovers(index, root)              # the probe sees a live node
     finally:
         second.stop()
-    assert leftovers(index, tmp_path / "n") == []
+    assert leftovers(index, root) == []
+    shutil.rmtree(root)

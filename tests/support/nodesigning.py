@@ -4,7 +4,7 @@ the product's own signing Pod (manifests/pod-sign.yaml.j2) meets under the real 
 - **The signer's image.** What sigstore's release image of cosign is (ko's build on
   `gcr.io/distroless/static-debian12:nonroot`, sigstore/cosign `.ko.yaml`): `/ko-app/cosign` as the
   entrypoint, no shell, user 65532 by number, ko's and distroless's environment. Made byte for byte
-  (realnode.docker_archive) around the cosign v2.4.1 that `make cosign` builds. One difference: that
+  (imagearchive.docker_archive) around the cosign v2.4.1 that `make cosign` builds. One difference: that
   build links libc (cgo), ko's is static (`CGO_ENABLED=0`), so the image carries the two files the
   binary's interpreter needs. Imported into the node's containerd and named by digest, as
   `imageSignerImage` must be.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import factory as F
-from tests.support import nodejobs, realnode
+from tests.support import imagearchive, nodejobs, realnode
 from tests.support import realbuild as R
 from tests.support import signing as S
 
@@ -55,7 +55,7 @@ def signer_archive(path: Path, cosign: Path) -> Path:
              "etc/passwd": (f"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:"
                             "/home/nonroot:/sbin/nologin\n".encode(), 0o644)}
     files |= {inside: (host.read_bytes(), 0o755) for inside, host in _needed_libraries(cosign).items()}
-    return realnode.docker_archive(path, SIGNER, files, {
+    return imagearchive.docker_archive(path, SIGNER, files, {
         "Entrypoint": ["/ko-app/cosign"], "User": str(NONROOT), "WorkingDir": "/home/nonroot",
         "Env": ["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/ko-app",
                 "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt", "KO_DATA_PATH=/var/run/ko"]})

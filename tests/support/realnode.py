@@ -20,14 +20,11 @@ listens beyond 127.0.0.1. stop() leaves no process, mount, cgroup, bridge or rul
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
 import json
 import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,13 +33,13 @@ import pytest
 import yaml
 
 from tests.support import realserver
+from tests.support.imagearchive import PAUSE, pause_image
 
 REQUIRE = "OCL_REALNODE"
 NODE_BINARIES = ("kubelet", "kube-controller-manager", "kube-scheduler")
 HOST_TOOLS = {"containerd": "containerd", "ctr": "containerd", "runc": "runc", "iptables": "iptables",
               "busybox": "busybox-static"}
 CNI_DIR = Path("/usr/lib/cni")
-PAUSE = "localhost/ocl-pause:1"
 #: the kubernetes Service's address as a Pod sees it (--service-cluster-ip-range 10.0.0.0/24)
 SERVICE_IP, SERVICE_PORT = "10.0.0.1", 443
 #: the kube-apiserver's flags the node needs: logs and exec through the kubelet's InternalIP
@@ -68,40 +65,6 @@ def prerequisites() -> Path:
     if os.geteuid() != 0:
         _missing("realnode needs root (containerd, the kubelet, a bridge and a DNAT rule)")
     return bindir
-
-
-def docker_archive(path: Path, name: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any]) -> Path:
-    """A one-layer image as `docker save` writes it (`ctr images import` reads it): files are
-    path -> (content, mode). Made byte for byte here, so that no registry is needed."""
-    layer = io.BytesIO()
-    with tarfile.open(fileobj=layer, mode="w") as tar:
-        for dirname in sorted({str(Path(p).parent) for p in files} - {"."}):
-            info = tarfile.TarInfo(dirname)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for name_, (content, mode) in sorted(files.items()):
-            info = tarfile.TarInfo(name_)
-            info.size, info.mode = len(content), mode
-            tar.addfile(info, io.BytesIO(content))
-    diff_id = hashlib.sha256(layer.getvalue()).hexdigest()
-    image_config = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
-                               "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]}}).encode()
-    config_name = hashlib.sha256(image_config).hexdigest() + ".json"
-    with tarfile.open(path, "w") as out:
-        for member, data in ((f"{diff_id}/layer.tar", layer.getvalue()), (config_name, image_config),
-                             ("manifest.json", json.dumps([{"Config": config_name, "RepoTags": [name],
-                                                            "Layers": [f"{diff_id}/layer.tar"]}]).encode())):
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
-    return path
-
-
-def pause_image(path: Path) -> Path:
-    """The sandbox image: a static busybox that sleeps (registry.k8s.io cannot be reached here)."""
-    busybox = Path(shutil.which("busybox") or "/bin/busybox").read_bytes()
-    return docker_archive(path, PAUSE, {"bin/busybox": (busybox, 0o755)},
-                          {"Entrypoint": ["/bin/busybox", "sleep", "2147483647"]})
 
 
 def _containerd_config(root: Path, bridge_conf: Path) -> str:
