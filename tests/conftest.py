@@ -186,7 +186,10 @@ def mco(mco_installed, real, tmp_path, monkeypatch):
 LONG_FIRST = ("tests/realapi/test_admin_docs.py", "tests/unit/test_fuzz.py::test_mutated_snapshots_fail_cleanly",
               "tests/realapi/test_realapi_gate.py", "tests/standin/test_fault_matrix.py",
               "tests/realapi/test_realapi_live_table.py", "tests/realtools/test_live_table.py",
-              "tests/realapi/test_realapi_rbac.py", "tests/realapi/test_realapi_wait_held.py")
+              "tests/realapi/test_realapi_rbac.py", "tests/realapi/test_realapi_wait_held.py",
+              # the real node's: mostly waiting for Pods and ticks, so best begun early beside the rest
+              "tests/realnode/test_cronjob.py", "tests/realnode/test_argocd_sync.py",
+              "tests/realnode/test_faults.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -8,12 +8,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support import realnode
+from tests.support.waiting import until as wait
 
 pytestmark = pytest.mark.realnode
 
@@ -24,16 +24,6 @@ def test_the_node_is_ready_at_the_release_of_the_api_server(node):
     assert status["nodeInfo"]["kubeletVersion"] == version == "v1.34.2"      # tests/tools/realapi/go.mod
     assert status["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.")
     assert {"type": "InternalIP", "address": node.gateway} in status["addresses"]
-
-
-def wait(what: str, done, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = done()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not within {seconds} s")
 
 
 def test_the_controllers_our_objects_need_act(node, tmp_path):

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from tests.support import factory as F
-from tests.support import realserver
+from tests.support import realserver, waiting
 
 REQUIRE = "OCL_ARGOCD"
 GO_MOD = F.ROOT / "tests/tools/argocd/go.mod"
@@ -225,14 +225,11 @@ class Argo:
         self.patch_app(name, {"metadata": {"annotations": {"argocd.argoproj.io/refresh": kind}}})
 
     def wait(self, what: str, done: Any, seconds: float = 120) -> Any:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        def alive_and_done() -> Any:
             self.alive()
-            value = done()
-            if value:
-                return value
-            time.sleep(0.5)
-        raise AssertionError(f"{what} not within {seconds} s: controller: {self.tail('application-controller', 6)}")
+            return done()
+        return waiting.until(what, alive_and_done, seconds, every=0.5,
+                             why=lambda: f"controller: {self.tail('application-controller', 6)}")
 
 
 class Repo:

@@ -19,7 +19,7 @@ import yaml
 
 from reconcile.contract import annotations as A
 from tests.support import factory as F
-from tests.support import realnode, realserver
+from tests.support import realnode, realserver, waiting
 
 CRONJOB = "ocl-reconciler"
 BUILDER = "openshift-image-builder"     # Builds: the Pod builder's own Pods run in issue 53's tests
@@ -143,13 +143,7 @@ class Deployed:
         raise AssertionError(f"no Pod of job {job} runs after {seconds} s: {self.describe(job)}")
 
     def wait_for(self, what: str, done: Any, seconds: float = 90) -> Any:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            value = done()
-            if value:
-                return value
-            time.sleep(0.3)
-        raise AssertionError(f"{what} not within {seconds} s")
+        return waiting.until(what, done, seconds)
 
     def logs(self, job: str) -> str:
         return self.kubectl("logs", f"job/{job}", "-n", F.NS, check=False).stdout
