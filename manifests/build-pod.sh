@@ -145,24 +145,30 @@ if [ -z "${CONTAINERS_STORAGE_CONF:-}" ]; then       # a test harness may give i
 fi
 
 # buildah's output goes to the log; when it fails for want of space, the termination message (the
-# reason the reconciler shows) says so instead of the log's last line. The last line of a failed
-# command's output is kept in $failure.
+# reason the reconciler shows) says so instead of the log's last line. Otherwise the reason is the
+# log's last line, so a failure's own line is said again at the end when buildah printed others after
+# it: its last line that starts with `Error`/`error` (buildah's `Error: ...`; containers/storage's
+# `Error during unshare(CLONE_NEWUSER): ...`, after which it says `(Unable to determine exit
+# status)`), else its last line. That line is kept in $failure.
 buildah_() {
   result=$( { buildah "$@" 2>&1 && status=0 || status=$?; printf '\nocl-status %s\n' "$status"; } |
-    { last=
+    { last= error=
       while IFS= read -r line; do
         case $line in
           "ocl-status "*) echo "$line" ;;
           "") ;;
           *) printf '%s\n' "$line" >&2
              last=$line
+             case $line in [Ee]rror[:\ ]*) error=$line ;; esac
              case $line in *"no space left on device"*) echo "ocl-full $line" ;; esac ;;
         esac
       done
-      printf 'ocl-last %s\n' "$last"; } )
+      printf 'ocl-last %s\nocl-error %s\n' "$last" "$error"; } )
   status=$(printf '%s\n' "$result" | sed -n 's/^ocl-status //p')
   [ "$status" = 0 ] && return 0
-  failure=$(printf '%s\n' "$result" | sed -n 's/^ocl-last //p')
+  last=$(printf '%s\n' "$result" | sed -n 's/^ocl-last //p')
+  failure=$(printf '%s\n' "$result" | sed -n 's/^ocl-error //p')
+  if [ -z "$failure" ]; then failure=$last; elif [ "$failure" != "$last" ]; then printf '%s\n' "$failure" >&2; fi
   full=$(printf '%s\n' "$result" | sed -n 's/^ocl-full //p' | head -n 1 | cut -c 1-800)
   if [ -n "$full" ]; then
     printf 'build storage full (%s driver, %s): %s\n' "$driver" "$graphroot" "$full" > "$DIGEST_FILE"
@@ -243,7 +249,7 @@ fi
 # After a failed build or push too, or a pool whose builds keep failing keeps every base it was
 # upgraded to. The build's exit status and termination message stay what they were: a failed
 # build's is the log's tail (FallbackToLogsOnError), whose last line the reconciler shows, so
-# buildah's last line is said again after the pruning's.
+# buildah's failure line ($failure) is said again after the pruning's.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   prune_storage || echo "build storage: removing the images this build did not use failed" >&2
   if [ "$built" != 0 ] && [ -n "${failure:-}" ]; then printf '%s\n' "$failure" >&2; fi

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.imagebuild.builders import pod as pod_builder
+
 SCRIPT = Path(__file__).resolve().parents[2] / "manifests" / "build-pod.sh"
 
 #: A stand-in for buildah: every call goes to $FAKE_LOG; `images` lists $FAKE_IDS (the full ids,
@@ -214,3 +216,83 @@ def test_native_overlay_removes_its_check_storage_in_buildahs_user_namespace(tmp
     removed = [c for c in log.read_text().splitlines() if c.startswith("unshare rm -rf ")]
     assert len(removed) == 1 and re.fullmatch(rf"unshare rm -rf {containers}/storage\.probe\.\w+", removed[0]), removed
     assert sorted(p.name for p in containers.iterdir()) == ["storage"]
+
+
+#: A stand-in for buildah that prints $FAKE_OUTPUT (its stdout and stderr in one) and exits with
+#: $FAKE_STATUS.
+FAKE_FAILING_BUILDAH = r"""#!/bin/sh
+printf '%s' "$FAKE_OUTPUT" >&2
+exit "${FAKE_STATUS:-1}"
+"""
+
+#: rootless buildah where the runtime's seccomp filter denies unshare(CLONE_NEWUSER) (containerd's
+#: default, moby's profile, without CAP_SYS_ADMIN): containers/storage's pkg/unshare C code prints
+#: its error, then the Go side, through logrus without a terminal, its own about the child it never
+#: got; the last line as the real node's pool said it (tests/realnode/test_build_pod.py)
+UNSHARE_DENIED = ("Error during unshare(CLONE_NEWUSER): Operation not permitted\n"
+                  'time="2026-12-06T23:56:39Z" level=error msg="parsing PID \\"\\": strconv.Atoi: parsing '
+                  '\\"\\": invalid syntax"\n'
+                  'time="2026-12-06T23:56:39Z" level=error msg="(Unable to determine exit status)"\n')
+
+
+def buildah_fails(tmp_path: Path, output: str, status: int = 1) -> tuple[str, str]:
+    """The script's buildah_ wrapper, as the script calls it (under set -eu, `buildah_ rm --all` on
+    its own: a failure ends the script), around a buildah that prints `output` and exits with
+    `status`: (the termination message as the kubelet reports it with FallbackToLogsOnError: the
+    script's own message, else the tail of the log, stdout and stderr in one; the log)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "buildah").write_text(FAKE_FAILING_BUILDAH)
+    (bindir / "buildah").chmod(0o755)
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_OUTPUT=output, FAKE_STATUS=str(status),
+               DIGEST_FILE=str(termination))
+    program = f"set -eu\ndriver=vfs\ngraphroot=$0/storage\n{shell_functions()}\nbuildah_ rm --all\necho survived\n"
+    result = subprocess.run([dash(), "-c", program, str(tmp_path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=30)
+    log = result.stdout
+    assert result.returncode == status and "survived" not in log, log
+    message = termination.read_text()
+    return message or log[-2048:], log        # the kubelet's tail: at most 80 lines or 2048 bytes
+
+
+def reason(message: str, code: int = 1) -> str:
+    """The pool's reason for a build Pod that failed with this termination message and exit code."""
+    pod = {"kind": "Pod", "metadata": {"name": "b", "namespace": "ns"}, "status": {
+        "phase": "Failed", "containerStatuses": [{"name": pod_builder.CONTAINER, "state": {"terminated": {
+            "exitCode": code, "reason": "Error", "message": message}}}]}}
+    return pod_builder.read_status(pod).message
+
+
+def test_a_buildah_error_followed_by_other_lines_is_the_reason(tmp_path):
+    """buildah's own error line is the reason, not the lines it prints after it: under containerd's
+    default seccomp filter the log's last line is `(Unable to determine exit status)`, which says
+    nothing (tests/realnode/test_build_pod.py)."""
+    message, log = buildah_fails(tmp_path, UNSHARE_DENIED)
+    assert UNSHARE_DENIED.splitlines()[0] in log                      # the log keeps every line
+    assert "(Unable to determine exit status)" in log
+    assert reason(message) == ("build Pod/ns/b failed (exit code 1): "
+                               "Error during unshare(CLONE_NEWUSER): Operation not permitted")
+
+
+@pytest.mark.parametrize("output, expected", [
+    # a failed step: buildah's last line is its error already, and stays the reason
+    ('STEP 2/2: RUN exit 3\nerror running container: exit status 3\n'
+     'Error: building at STEP "RUN exit 3": while running runtime: exit status 3\n',
+     'Error: building at STEP "RUN exit 3": while running runtime: exit status 3'),
+    # no error line at all: the last line, as before
+    ("Getting image source signatures\nsomething went wrong\n", "something went wrong"),
+])
+def test_a_buildah_failure_whose_last_line_is_the_error_keeps_it(tmp_path, output, expected):
+    message, log = buildah_fails(tmp_path, output, status=3)
+    assert reason(message, 3) == f"build Pod/ns/b failed (exit code 3): {expected}"
+    assert log.count(expected) == 1, log                            # said once
+
+
+def test_a_full_storage_is_said_so_whatever_buildah_prints_after_it(tmp_path):
+    output = ("Copying blob sha256:abc\nError: writing blob: storing blob to file \"/s/1\": "
+              "write /s/1: no space left on device\nERRO[0001] exit status 125\n")
+    message, _ = buildah_fails(tmp_path, output, status=125)
+    assert message.startswith(f"build storage full (vfs driver, {tmp_path}/storage): Error: writing blob"), message
+    assert "no space left on device" in reason(message)
