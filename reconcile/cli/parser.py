@@ -47,8 +47,9 @@ def _found() -> tuple[tuple[str, ModuleType], ...]:
 
 def _epilog() -> str:
     lines = "".join(f"  {name:<9} {m.LINE}\n" for name, m in _found())
-    return (f"commands:\n{lines}`ocl-reconcile COMMAND --help` says each one's flags and exit codes.\n\n"
-            f"{EXAMPLES}")
+    return (f"commands:\n{lines}`ocl-reconcile COMMAND --help` says each one's flags and exit codes; "
+            f"Ctrl-C or\nSIGTERM ends any command with 130, but run --wait's wait: that ends with the code "
+            f"of what\nwas done, its Lease released.\n\n{EXAMPLES}")
 
 
 EPILOG = _epilog()

@@ -19,14 +19,16 @@ DESCRIPTION = (
     "registry deletes), under a Lease so that two runs never overlap. Logs what it does on stderr. "
     "With --wait, it then follows its changes from watch events until nothing is waited for "
     "(a build, the render of its MachineConfig, the gate's release; never the nodes), the "
-    "deadline, Ctrl-C, or a Lease it cannot renew; every pass is recorded as it goes.")
+    "deadline, Ctrl-C or SIGTERM (the kubelet's, at the Job's deadline), or a Lease it cannot "
+    "renew, releasing its Lease; every pass is recorded as it goes.")
 CODES = (
     "exit codes: 0 every pool reconciled (a failed build is a recorded outcome; an image the "
     "registry will not delete is a warning, kept for the next run); 2 a pool is Blocked (or "
     "carries the MCO's layering label) or a write failed; 3 the cluster "
     "or snapshot cannot be read, or the Lease cannot be taken (a read that fails after some pools "
     "were carried out ends the run there, after its summary and metrics; with --wait also a watch "
-    "refused); the wait's deadline is not an error")
+    "refused); 130 Ctrl-C or SIGTERM before the wait; the wait's deadline, Ctrl-C or SIGTERM is "
+    "not an error")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
