@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import realnode
+from tests.support import nodeteardown, realnode, realserver
 from tests.support.waiting import until as wait
 
 pytestmark = pytest.mark.realnode
@@ -21,8 +21,10 @@ pytestmark = pytest.mark.realnode
 def test_the_node_is_ready_at_the_release_of_the_api_server(node):
     status = node.api.get("Node", "", node.name)["status"]
     version = node.api.request("GET", "/version")[1]["gitVersion"]
-    assert status["nodeInfo"]["kubeletVersion"] == version == "v1.34.2"      # tests/tools/realapi/go.mod
-    assert status["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.")
+    pinned = realserver.cache_dir().name.split("-")[1]             # k8s-<the go.mod's k8s.io/kubernetes>-etcd-...
+    assert status["nodeInfo"]["kubeletVersion"] == version == pinned
+    containerd = subprocess.run(["containerd", "--version"], capture_output=True, text=True).stdout.split()[2].split("~")[0]   # the CRI's, without Debian's suffix
+    assert status["nodeInfo"]["containerRuntimeVersion"] == f"containerd://{containerd}"
     assert {"type": "InternalIP", "address": node.gateway} in status["addresses"]
 
 
@@ -62,7 +64,7 @@ def test_the_controllers_our_objects_need_act(node, tmp_path):
         api.request("DELETE", f"/api/v1/persistentvolumes/{ns}-pv", ok=(404,))
 
 
-def leftovers(index: int, root: Path) -> list[str]:
+def leftovers(index: int, root: Path, netns: list[str]) -> list[str]:
     name, bridge = f"ocl-node-{index}", f"oclbr{index}"
     found = [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob(f"*/{name}")]
     found += [f"mount {line.split()[4]}" for line in Path("/proc/self/mountinfo").read_text().splitlines()
@@ -72,7 +74,9 @@ def leftovers(index: int, root: Path) -> list[str]:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     found += [f"bridge {bridge}"] if f" {bridge}:" in links else []
     rules = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
-    found += [f"rule {r}" for r in rules.splitlines() if bridge in r]
+    found += [f"rule {r}" for r in rules.splitlines() if f"--comment {name} " in f"{r} " or bridge in r]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"netns {ns}" for ns in netns if ns in namespaces]
     return found
 
 
@@ -94,8 +98,9 @@ def test_a_node_stopped_with_a_pod_running_leaves_nothing_behind():
                            "spec": {"containers": [{"name": "c", "image": realnode.PAUSE}]}})
         wait("the Pod running", lambda: (second.api.get("Pod", "default", "sleeper").get("status") or {})
              .get("phase") == "Running")
-        assert leftovers(index, root)              # the probe sees a live node
+        netns = nodeteardown.pod_netns(second)
+        assert netns and leftovers(index, root, netns)          # the probe sees a live node
     finally:
         second.stop()
-    assert leftovers(index, root) == []
+    assert leftovers(index, root, netns) == []
     shutil.rmtree(root)

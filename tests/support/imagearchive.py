@@ -6,12 +6,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import platform
 import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
 
 PAUSE = "localhost/ocl-pause:1"
+#: this machine's architecture as an image's config names it (GOARCH)
+ARCH = {"x86_64": "amd64", "aarch64": "arm64", "s390x": "s390x", "ppc64le": "ppc64le"}
 
 
 def docker_archive(path: Path, name: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any]) -> Path:
@@ -28,7 +31,8 @@ def docker_archive(path: Path, name: str, files: dict[str, tuple[bytes, int]], c
             info.size, info.mode = len(content), mode
             tar.addfile(info, io.BytesIO(content))
     diff_id = hashlib.sha256(layer.getvalue()).hexdigest()
-    image_config = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
+    image_config = json.dumps({"architecture": ARCH.get(platform.machine(), platform.machine()), "os": "linux",
+                               "config": config,
                                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]}}).encode()
     config_name = hashlib.sha256(image_config).hexdigest() + ".json"
     with tarfile.open(path, "w") as out:

@@ -20,8 +20,10 @@ listens beyond 127.0.0.1. stop() leaves no process, mount, cgroup, bridge or rul
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -32,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import realserver
+from tests.support import nodeteardown, realserver
 from tests.support.imagearchive import PAUSE, pause_image
 
 REQUIRE = "OCL_REALNODE"
@@ -118,16 +120,19 @@ class Node:
     def __init__(self, root: Path, bindir: Path, index: int):
         self.root, self.bindir, self.index = root, bindir, index
         self.name = f"ocl-node-{index}"
-        self.bridge, self.subnet = f"oclbr{index}", f"10.{88 + index}.0"
+        # not 10.88/16, podman's and buildah's default network
+        self.bridge, self.subnet = f"oclbr{index}", f"10.{150 + index % 100}.0"
         self.kubelet_port = realserver.free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.api: realserver.RealAPI | None = None
         self._rules: list[list[str]] = []
         self.kubelet_settings: dict[str, Any] = {}      # over _kubelet_config's (restart_kubelet)
+        self._lock: Any = None
 
     # lifecycle --------------------------------------------------------------------------------
     def start(self) -> Node:
         started = time.monotonic()
+        self._take_index()
         try:
             self.api = realserver.RealAPI(self.root / "api", self.bindir, APISERVER_ARGS)
             (self.root / "api").mkdir()
@@ -144,6 +149,18 @@ class Node:
             raise
         self.startup_seconds = time.monotonic() - started
         return self
+
+    def _take_index(self) -> None:
+        """The index (bridge, subnet, cgroup root, rules) is this node's alone on the machine: two
+        sessions of one index would take each other's bridge and kill each other's Pods."""
+        self._lock = open(f"/run/lock/ocl-realnode-{self.index}.lock", "w")    # noqa: SIM115
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise RuntimeError(f"node index {self.index} is in use by another test session on this machine: "
+                               f"give this one another OCL_REALNODE_OFFSET") from None
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         with open(self.root / f"{name}.log", "ab") as log:
@@ -163,6 +180,11 @@ class Node:
             str(self.bindir / "kube-scheduler"), "--kubeconfig", self.admin, "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={realserver.free_port()}", "-v", "1"])
 
+    def rule(self, chain: str, *spec: str) -> list[str]:
+        """A nat rule of this node: tagged with its name, so that stop() (or the next session of this
+        index, after a killed one) finds every rule it made."""
+        return [chain, "-m", "comment", "--comment", self.name, *spec]
+
     def _start_network(self) -> None:
         """The node's bridge, made before the CNI plugin (which takes it as it is), and the DNAT
         of the kubernetes Service to the API server."""
@@ -176,10 +198,11 @@ class Node:
         Path(f"/proc/sys/net/ipv4/conf/{self.bridge}/route_localnet").write_text("1")
         # the node's InternalIP is its gateway (the kubelet refuses a loopback node IP): the API
         # server's calls to the kubelet there (logs, exec) go to the kubelet on 127.0.0.1
-        self._rules = [["PREROUTING", "-i", self.bridge, "-d", SERVICE_IP, "-p", "tcp", "--dport",
-                        str(SERVICE_PORT), "-j", "DNAT", "--to-destination", f"127.0.0.1:{self.api.port}"],
-                       ["OUTPUT", "-d", gateway, "-p", "tcp", "--dport", str(self.kubelet_port),
-                        "-j", "DNAT", "--to-destination", f"127.0.0.1:{self.kubelet_port}"]]
+        self._remove_rules()                               # a killed session's leftovers
+        self._rules = [self.rule("PREROUTING", "-i", self.bridge, "-d", SERVICE_IP, "-p", "tcp", "--dport",
+                                 str(SERVICE_PORT), "-j", "DNAT", "--to-destination", f"127.0.0.1:{self.api.port}"),
+                       self.rule("OUTPUT", "-d", gateway, "-p", "tcp", "--dport", str(self.kubelet_port),
+                                 "-j", "DNAT", "--to-destination", f"127.0.0.1:{self.kubelet_port}")]
         for rule in self._rules:
             run("iptables", "-t", "nat", "-A", *rule)
         conf = self.root / "cni"
@@ -235,6 +258,7 @@ class Node:
         refused = [*service[:-1], f"127.0.0.1:{realserver.free_port()}"]
         nat = lambda op, rule: subprocess.run(["iptables", "-t", "nat", op, *rule], check=True,  # noqa: E731
                                               capture_output=True, timeout=30)
+        self._rules.append(refused)         # stop() removes it should this fail half-way
         nat("-I", refused)
         nat("-D", service)
         try:
@@ -242,6 +266,7 @@ class Node:
         finally:
             nat("-I", service)
             nat("-D", refused)
+            self._rules.remove(refused)
 
     def restart_kubelet(self, **settings: Any) -> None:
         """The kubelet killed and started again (its Pods' containers go on), with `settings` over its
@@ -263,9 +288,9 @@ class Node:
         kubelet's port is reached; removed by stop(). Returns the address Pods use."""
         to = ["-d", self.gateway, "-p", "tcp", "--dport", str(port), "-j", "DNAT", "--to-destination",
               f"127.0.0.1:{port}"]
-        for rule in (["PREROUTING", "-i", self.bridge, *to], ["OUTPUT", *to]):
-            subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True, capture_output=True, timeout=30)
+        for rule in (self.rule("PREROUTING", "-i", self.bridge, *to), self.rule("OUTPUT", *to)):
             self._rules.append(rule)
+            subprocess.run(["iptables", "-t", "nat", "-A", *rule], check=True, capture_output=True, timeout=30)
         return f"{self.gateway}:{port}"
 
     def wait_ready(self, deadline: float) -> None:
@@ -318,67 +343,44 @@ class Node:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def _pod_netns(self) -> list[str]:
-        """The network namespaces containerd made for our Pods (bind mounts under /run/netns)."""
-        if "containerd" not in self.procs:
-            return []
-        found = []
-        listed = self.ctr("containers", "ls", "-q", check=False, timeout=30).stdout.split()
-        for cid in listed:
-            info = self.ctr("containers", "info", cid, check=False, timeout=30).stdout
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                for ns in json.loads(info)["Spec"]["linux"]["namespaces"]:
-                    if ns.get("type") == "network" and ns.get("path", "").startswith("/var/run/netns/"):
-                        found.append(ns["path"].rsplit("/", 1)[1])
-        return sorted(set(found))
-
-    def _kill_containers(self) -> None:
-        """Every process of our Pods (in our cgroup root), then every shim of our containerd."""
-        for _ in range(3):
-            for procs in Path("/sys/fs/cgroup/pids").glob(f"{self.name}/**/cgroup.procs"):
-                for pid in procs.read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.2)
-        sock = str(self.root / "containerd/containerd.sock")
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            with contextlib.suppress(OSError):
-                args = cmdline.read_bytes().split(b"\0")
-                if b"containerd-shim" in args[0] and sock.encode() in args:
-                    os.kill(int(cmdline.parent.name), signal.SIGKILL)
-
-    def _unmount(self) -> None:
-        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        for point in sorted((m for m in mounts if m.startswith(str(self.root))), key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, timeout=30)
-
-    def _remove_cgroups(self) -> None:
-        for controller in Path("/sys/fs/cgroup").iterdir():
-            top = controller / self.name
-            if top.is_dir():
-                for sub in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                                  reverse=True):
-                    with contextlib.suppress(OSError):
-                        sub.rmdir()
-                with contextlib.suppress(OSError):
-                    top.rmdir()
-
     def stop(self) -> None:
+        """Every step tried, even when one before it failed (the first failure is raised after)."""
+        failures: list[Exception] = []
+
+        def step(do: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return do(*args, **kwargs)
+            except Exception as err:        # noqa: BLE001 - the rest must still be undone
+                failures.append(err)
+                return None
         for name in ("kubelet", "kube-scheduler", "kube-controller-manager"):
-            self._kill(name)
-        netns = self._pod_netns()
-        self._kill_containers()
-        self._kill("containerd")
+            step(self._kill, name)
+        netns = step(nodeteardown.pod_netns, self) or []
+        step(nodeteardown.kill_containers, self)
+        step(self._kill, "containerd")
         for ns in netns:
-            subprocess.run(["ip", "netns", "delete", ns], capture_output=True, timeout=30)
-        self._unmount()
-        self._remove_cgroups()
-        for rule in self._rules:
-            subprocess.run(["iptables", "-t", "nat", "-D", *rule], capture_output=True, timeout=30)
-        self._rules = []
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
+            step(subprocess.run, ["ip", "netns", "delete", ns], capture_output=True, timeout=30)
+        step(nodeteardown.unmount, self)
+        step(nodeteardown.remove_cgroups, self)
+        step(self._remove_rules)
+        step(subprocess.run, ["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
         if self.api is not None:
-            self.api.stop()
+            step(self.api.stop)
+        if self._lock is not None:
+            self._lock.close()              # the index free for another session
+            self._lock = None
+        if failures:
+            raise failures[0]
+
+    def _remove_rules(self) -> None:
+        """Our rules, and any a killed session of this index left: all carry our comment."""
+        listed = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True, timeout=30).stdout
+        for line in listed.splitlines():
+            if line.startswith("-A ") and f"--comment {self.name} " in f"{line} ":
+                subprocess.run(["iptables", "-t", "nat", "-D", *shlex.split(line)[1:]], capture_output=True,
+                               timeout=30)
+        self._rules = []
