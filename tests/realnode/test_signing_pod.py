@@ -36,9 +36,9 @@ pytestmark = pytest.mark.realnode
 @pytest.fixture(scope="module")
 def world(node, tmp_path_factory):
     started = N.start(node, tmp_path_factory.mktemp("node-signing"))
-    if getattr(node.api, "sa_token", None) is None:
-        node.api.sa_token = node.api.service_account_token(F.NS, "ocl-reconciler")
     try:
+        if getattr(node.api, "sa_token", None) is None:
+            node.api.sa_token = node.api.service_account_token(F.NS, "ocl-reconciler")
         yield started
     finally:
         started.front.stop()

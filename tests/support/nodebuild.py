@@ -166,14 +166,3 @@ def recorded(node: realnode.Node, pool: str = "worker") -> dict[str, str]:
 
 def digest_of(annotations: dict[str, str]) -> str:
     return annotations[A.IMAGE].rsplit("@", 1)[1]
-
-
-def du(path: Path) -> int:
-    """Bytes a directory holds (its files' blocks, as du counts them)."""
-    total = 0
-    for p in path.rglob("*"):
-        with contextlib.suppress(OSError):
-            if p.is_file() and not p.is_symlink():
-                total += p.stat().st_blocks * 512
-    return total
-
