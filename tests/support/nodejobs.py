@@ -26,7 +26,8 @@ BUILDER = "openshift-image-builder"     # Builds: the Pod builder's own Pods run
 BASE = F.ROOT / "kustomize/base"
 #: what a scenario leaves in the node's server, cleared between tests (clear()): the node, its
 #: ServiceAccounts and the deployed product stay
-CLEARED = {"/apis/batch/v1": ("jobs",), "/api/v1": ("pods", "configmaps", "secrets", "events"),
+CLEARED = {"/apis/batch/v1": ("jobs",),
+           "/api/v1": ("pods", "configmaps", "secrets", "events", "persistentvolumeclaims"),
            "/apis/coordination.k8s.io/v1": ("leases",), "/apis/build.openshift.io/v1": ("builds",)}
 CLUSTER_CLEARED = ("MachineConfigPool", "MachineConfig")
 
@@ -54,6 +55,11 @@ def clear_scenario(api: realserver.RealAPI) -> None:
     for kind in CLUSTER_CLEARED:
         for obj in api.list(kind):
             api.request("DELETE", api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
+    # gone, not only deleted: a run a failed test left would go on writing into the next test's
+    # pool with its token, and a claim (pvc-protection) goes only once no Pod mounts it
+    waiting.until("the last scenario's Pods and claims gone", lambda: not any(
+        api.request("GET", f"/api/v1/namespaces/{ns}/{plural}")[1]["items"]
+        for ns in realserver.SCENARIO_NAMESPACES for plural in ("pods", "persistentvolumeclaims")), seconds=60)
 
 
 def uninstall(node: realnode.Node) -> None:
