@@ -20,9 +20,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.support import factory as F
+from tests.support import requirement
 
 REQUIRE = "OCL_INSTALLED"
 LOCK = F.ROOT / "requirements.lock"
@@ -37,9 +36,7 @@ _UNREACHABLE = re.compile(r"No matching distribution|Could not find a version|Ne
 
 
 def _missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    requirement.missing(REQUIRE, problem)
 
 
 def _pip(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -42,11 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from reconcile.contract import yamlio
 from tests.support import factory as F
 from tests.support import mconode as N
+from tests.support import requirement
 
 #: .ci/run sets OCL_MCO=require: a missing harness then fails the suite instead of skipping it
 REQUIRE = "OCL_MCO"
@@ -80,9 +79,7 @@ MCN_PATH = f"/apis/{MCO}/v1/machineconfignodes"
 
 # finding the harness --------------------------------------------------------------------------
 def _missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    requirement.missing(REQUIRE, problem)
 
 
 def cache_dir() -> Path:

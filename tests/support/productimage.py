@@ -35,10 +35,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 from tests.support import factory as F
 from tests.support import installed as I
+from tests.support import requirement
 
 REQUIRE = "OCL_REALNODE"
 NAME = "localhost/ocl-reconciler"
@@ -57,9 +56,7 @@ def default_cache() -> Path:
 
 
 def missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    requirement.missing(REQUIRE, problem)
 
 
 def tools() -> None:

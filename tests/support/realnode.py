@@ -31,10 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-from tests.support import nodeteardown, realserver
+from tests.support import nodeteardown, realserver, requirement
 from tests.support.imagearchive import PAUSE, pause_image
 
 REQUIRE = "OCL_REALNODE"
@@ -49,9 +48,7 @@ APISERVER_ARGS = ("--kubelet-preferred-address-types=InternalIP",)
 
 
 def _missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    requirement.missing(REQUIRE, problem)
 
 
 def prerequisites() -> Path:

@@ -44,6 +44,7 @@ from reconcile.cluster.live import api_prefix
 from reconcile.contract import naming, objects, yamlio
 from reconcile.core import events
 from tests.support import factory as F
+from tests.support import requirement
 
 HERE = Path(__file__).resolve().parent.parent / "tools" / "realapi"
 #: .ci/run sets this so that missing binaries fail the suite instead of skipping it.
@@ -209,9 +210,7 @@ def binaries() -> Path:
         problem = (f"realapi needs ../shared/schemas, with the MCO's policies in mco-policies/ "
                    f"(absent: {BUILD_SCHEMA if not BUILD_SCHEMA.is_file() else MCO_POLICIES})")
     if problem:
-        if os.environ.get(REQUIRE) == "require":
-            pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-        pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+        requirement.missing(REQUIRE, problem)
     return bindir
 
 

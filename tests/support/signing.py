@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from tests.support import factory as F
+from tests.support import requirement
 
 REQUIRE = "OCL_COSIGN"
 TOOLS = F.ROOT / "tests/tools"
@@ -35,9 +36,7 @@ KEY_PASSWORD = "test-only-key-password"
 
 
 def missing(problem: str) -> None:
-    if os.environ.get(REQUIRE) == "require":
-        pytest.fail(f"{problem}; {REQUIRE}=require makes this a failure")
-    pytest.skip(f"{problem}; set {REQUIRE}=require to make this a failure")
+    requirement.missing(REQUIRE, problem)
 
 
 def tool(name: str) -> Path:
