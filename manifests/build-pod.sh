@@ -217,14 +217,14 @@ prune_storage() {
   # reached): this build added nothing, and the last base is what the next build most likely shares
   # most layers with.
   if [ -z "$keep" ]; then
-    echo "build storage kept as it was: none of the images the Dockerfile names is stored"
+    echo "build storage kept as it was: none of the images the Dockerfile names is stored" >&2
     return 0
   fi
   ids=$(buildah images --quiet --no-trunc) || pruned=1
   for id in $ids; do
     case " $keep " in *" ${id#sha256:} "*) ;; *) buildah rmi --force "$id" > /dev/null || pruned=1 ;; esac
   done
-  echo "build storage kept: $(buildah images --noheading | wc -l) images"
+  echo "build storage kept: $(buildah images --noheading | wc -l) images" >&2
   return "$pruned"
 }
 
@@ -249,7 +249,8 @@ fi
 # After a failed build or push too, or a pool whose builds keep failing keeps every base it was
 # upgraded to. The build's exit status and termination message stay what they were: a failed
 # build's is the log's tail (FallbackToLogsOnError), whose last line the reconciler shows, so
-# buildah's failure line ($failure) is said again after the pruning's.
+# buildah's failure line ($failure) is said again after the pruning's, on the stream all the pruning
+# says goes to: the runtime reads stdout and stderr from two pipes, and a line on stdout may land after it.
 if [ -n "${BUILD_STORAGE_DIR:-}" ]; then
   prune_storage || echo "build storage: removing the images this build did not use failed" >&2
   if [ "$built" != 0 ] && [ -n "${failure:-}" ]; then printf '%s\n' "$failure" >&2; fi

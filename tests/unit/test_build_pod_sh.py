@@ -60,6 +60,13 @@ def run_prune(tmp_path: Path, dockerfile: str, names: dict[str, str], ids: list[
               fails: str = "") -> tuple[int, list[str], str]:
     """prune_storage as the script calls it (under set -eu, on the left of ||): its exit status,
     the buildah calls it made, its output."""
+    result, status, calls = prune_process(tmp_path, dockerfile, names, ids, fails)
+    return status, calls, result.stdout + result.stderr
+
+
+def prune_process(tmp_path: Path, dockerfile: str, names: dict[str, str], ids: list[str],
+                  fails: str = "") -> tuple[subprocess.CompletedProcess[str], int, list[str]]:
+    """run_prune's shell, its two streams apart."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "buildah").write_text(FAKE_BUILDAH)
@@ -75,7 +82,7 @@ def run_prune(tmp_path: Path, dockerfile: str, names: dict[str, str], ids: list[
     assert result.returncode == 0, result.stderr
     status = int(re.search(r"^status=(\d+)$", result.stdout, re.M).group(1))
     calls = log.read_text().splitlines() if log.exists() else []
-    return status, calls, result.stdout + result.stderr
+    return result, status, calls
 
 
 BASE, OLD, BUILT = "a" * 64, "b" * 64, "c" * 64
@@ -95,6 +102,19 @@ def test_prune_storage_removes_nothing_when_no_image_the_dockerfile_names_is_sto
     assert status == 0, out
     assert not [c for c in calls if c.startswith("rmi")], calls
     assert "build storage kept as it was" in out
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["kept", "kept-as-it-was"])
+def test_prune_storage_says_what_it_kept_on_stderr_before_the_failed_builds_reason(tmp_path, stored):
+    """A failed build's reason is the log's last line (the kubelet's FallbackToLogsOnError reads the
+    log's tail), said again on stderr after the pruning. The runtime reads stdout and stderr from
+    two pipes, with no order between them: a pruning line on stdout may land after the reason. On
+    the real node a push the registry refused once left the
+    pool's reason `build storage kept: 1 images`."""
+    names = {"registry.example/base:v2": BASE} if stored else {}
+    result, status, calls = prune_process(tmp_path, DOCKERFILE, names, [BASE, OLD])
+    assert [line for line in result.stdout.splitlines() if not line.startswith("status=")] == []
+    assert "build storage kept" in result.stderr
 
 
 @pytest.mark.parametrize("fails", ["rmi", "images"])
