@@ -146,12 +146,16 @@ def test_the_plugin_is_found_by_its_discovery_file_and_a_named_plugin_still_need
     cmp.app("ocl-discovered", "cmp")
     cmp.app("ocl-named-no-file", "nofile", name=plugin_name())
 
-    def compared(name: str) -> dict[str, Any] | None:
+    seen: list[Any] = []
+
+    def compared(name: str, field: str) -> dict[str, Any] | None:
         s = cmp.status(name)
-        return s if s.get("resources") or s.get("conditions") else None
-    found = cmp.argo.wait("the discovered plugin's manifests", lambda: compared("ocl-discovered"))
+        seen.append(s.get("conditions"))
+        return s if s.get(field) else None
+    found = cmp.argo.wait(f"the discovered plugin's manifests (conditions seen: {seen})",
+                          lambda: compared("ocl-discovered", "resources"))
     assert sorted((r["kind"], r.get("namespace", ""), r["name"]) for r in found["resources"]) == expected
-    refused = cmp.argo.wait("the named plugin's refusal", lambda: compared("ocl-named-no-file"))
+    refused = cmp.argo.wait("the named plugin's refusal", lambda: compared("ocl-named-no-file", "conditions"))
     (condition,) = refused["conditions"]
     assert condition["type"] == "ComparisonError", condition
     assert f'couldn\'t find cmp-server plugin with name "{plugin_name()}"' in condition["message"], condition
