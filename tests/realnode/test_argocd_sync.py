@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from reconcile.contract import annotations as A
-from tests.support import argocdreal, nodejobs, productimage, realserver
+from tests.support import argocdnode, argocdreal, nodejobs, productimage, realserver
 from tests.support import factory as F
 from tests.support.nodejobs import build_of
 
@@ -69,7 +69,7 @@ def pool_in_git(pool: dict[str, Any]) -> dict[str, Any]:
             "metadata": {"name": meta["name"], "labels": meta["labels"]}, "spec": pool["spec"]}
 
 
-class Setup:
+class Setup(nodejobs.Jobs):
     """The node, Argo CD, the repository and the two Applications; `first` is the first sync's record."""
 
     def __init__(self, node: Any, argo: argocdreal.Argo, repo: argocdreal.Repo, image: str):
@@ -139,7 +139,7 @@ def setup(node, tmp_path_factory) -> Iterator[Setup]:
     with node.api.serving([realserver.PROMETHEUSRULE_CRD]):
         nodejobs.clear_scenario(node.api)    # another realnode test of the worker may have left its
         nodejobs.uninstall(node)             # scenario, and installed the product
-        seed(node)
+        argocdnode.seed(node)
         repo = argocdreal.Repo(work / "repo")
         repo.write(f"{OVERLAY}/kustomization.yaml", overlay(image.name, settings()))
         repo.write("pools/worker.yaml", pool_in_git(F.pool()))
@@ -149,17 +149,8 @@ def setup(node, tmp_path_factory) -> Iterator[Setup]:
             first_sync(s)
             yield s
         finally:
-            teardown(s)
+            argocdnode.teardown(node, argo, (PRODUCT, POOLS))
             print(f"argocd figures: {s.figures}")
-
-
-def seed(node: Any) -> None:
-    """What the admin has before the first sync (docs/admin.md): the namespace and the Secrets the
-    settings name, the MCO's objects, and the pool with the real node as its member."""
-    node.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": F.NS}})
-    node.api.load([o for o in nodejobs.scenario() if o["metadata"]["name"] != "on-cluster-build-config"])
-    node.api.kubectl("label", "node", node.name, "node-role.kubernetes.io/worker=", "--overwrite",
-                     kubeconfig=node.admin)
 
 
 def first_sync(s: Setup) -> None:
@@ -172,29 +163,6 @@ def first_sync(s: Setup) -> None:
     s.first = s.sync_and_settle(PRODUCT, build="Succeeded")
     s.figures["first sync: commit to Synced+Healthy s"] = round(time.monotonic() - committed, 1)
 
-
-def teardown(s: Setup) -> None:
-    try:
-        for name in (PRODUCT, POOLS):
-            if s.api.request("GET", f"{argocdreal.APP_PATH}/{name}", ok=(404,))[0] == 200:
-                s.api.request("DELETE", f"{argocdreal.APP_PATH}/{name}")
-    finally:
-        s.argo.stop()
-        s.api.request("DELETE", f"/api/v1/namespaces/{F.NS}", ok=(404,))
-        s.node.api.kubectl("label", "node", s.node.name, "node-role.kubernetes.io/worker-", kubeconfig=s.node.admin,
-                           check=False)
-        for kind in nodejobs.CLUSTER_CLEARED:
-            for obj in s.api.list(kind):
-                s.api.request("DELETE", s.api.path(kind, "", obj["metadata"]["name"]), ok=(404,))
-        wait_gone(s.api, f"/api/v1/namespaces/{F.NS}")
-
-
-def wait_gone(api: realserver.RealAPI, path: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while api.request("GET", path, ok=(404,))[0] != 404:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} is still there after {seconds} s")
-        time.sleep(0.5)
 
 
 def test_the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted(setup):
@@ -242,8 +210,7 @@ def test_a_second_sync_and_a_hard_refresh_find_nothing_to_change(setup):
 
 def run_from_cronjob(setup: Setup, name: str) -> str:
     """`kubectl create job --from=cronjob/...` (docs/admin.md): one run of the shipped template."""
-    setup.api.kubectl("create", "job", name, f"--from=cronjob/{nodejobs.CRONJOB}", "-n", F.NS,
-                      kubeconfig=setup.node.admin)
+    setup.kubectl("create", "job", name, f"--from=cronjob/{nodejobs.CRONJOB}", "-n", F.NS)
     return name
 
 
@@ -307,7 +274,7 @@ def test_deleting_the_application_with_cascade_removes_what_we_shipped_and_leave
     before = setup.ann()
     setup.argo.patch_app(PRODUCT, {"metadata": {"finalizers": ["resources-finalizer.argocd.argoproj.io"]}})
     setup.api.request("DELETE", f"{argocdreal.APP_PATH}/{PRODUCT}")
-    wait_gone(setup.api, f"{argocdreal.APP_PATH}/{PRODUCT}", seconds=120)
+    argocdnode.wait_gone(setup.api, f"{argocdreal.APP_PATH}/{PRODUCT}", seconds=120)
     setup.argo.wait("what we shipped gone", lambda: not [s for s in shipped if exists(setup, *s)], seconds=90)
     # docs/admin.md "Uninstalling": the pools and what the runs wrote stay until the opt-out cleans them
     assert setup.ann() == before

@@ -71,7 +71,48 @@ def uninstall(node: realnode.Node) -> None:
                      kubeconfig=node.admin, input=rendered)
 
 
-class Deployed:
+class Jobs:
+    """A run's Job and Pod as an administrator follows them with kubectl; needs `node` and `api`."""
+
+    node: realnode.Node
+    api: realserver.RealAPI
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.api.kubectl(*args, kubeconfig=self.node.admin, check=check, input=input)
+
+    def job_object(self, name: str) -> dict[str, Any]:
+        return self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs/{name}")[1]
+
+    def wait_job(self, name: str, seconds: float = 120) -> str:
+        """The Job's end: `Complete` or `Failed` (its condition's type), with the reason."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for c in (self.job_object(name).get("status") or {}).get("conditions") or []:
+                if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+                    return c["type"] if c["type"] == "Complete" else f"Failed/{c.get('reason')}"
+            time.sleep(0.5)
+        raise AssertionError(f"job {name} did not end in {seconds} s: {self.describe(name)}")
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        return self.api.list("Pod", F.NS, selector=f"job-name={job}")
+
+    def logs(self, job: str) -> str:
+        return self.kubectl("logs", f"job/{job}", "-n", F.NS, check=False).stdout
+
+    def terminated(self, job: str) -> dict[str, Any]:
+        """The run's container's terminated state (exitCode, reason, message)."""
+        (pod,) = self.pods(job)
+        (status,) = pod["status"]["containerStatuses"]
+        return status["state"].get("terminated") or {}
+
+    def describe(self, job: str) -> str:
+        pods = [{"name": p["metadata"]["name"], "node": p["spec"].get("nodeName"),
+                 "status": p.get("status")} for p in self.pods(job)]
+        return json.dumps({"job": self.job_object(job).get("status"), "pods": pods})[:3000] + \
+            f" kubelet: {self.node.tail('kubelet', 4)}"
+
+
+class Deployed(Jobs):
     """kustomize/base through the overlay, applied to the node's server as the admin."""
 
     def __init__(self, node: realnode.Node, image: str, folder: Path):
@@ -84,9 +125,6 @@ class Deployed:
         in other tests (a test of the controller itself resumes it)."""
         self.kubectl("apply", "-f", "-", input=self.rendered)
         self.kubectl("patch", "cronjob", CRONJOB, "-n", F.NS, "--type", "merge", "-p", '{"spec":{"suspend":true}}')
-
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return self.api.kubectl(*args, kubeconfig=self.node.admin, check=check, input=input)
 
     # a scenario -------------------------------------------------------------------------------
     def seed(self, items: list[dict[str, Any]]) -> None:
@@ -123,22 +161,6 @@ class Deployed:
         return [e for e in self.api.list("Event", F.NS)
                 if e.get("reason") == reason and e["involvedObject"].get("kind") == "CronJob"]
 
-    def job_object(self, name: str) -> dict[str, Any]:
-        return self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs/{name}")[1]
-
-    def wait_job(self, name: str, seconds: float = 120) -> str:
-        """The Job's end: `Complete` or `Failed` (its condition's type), with the reason."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for c in (self.job_object(name).get("status") or {}).get("conditions") or []:
-                if c["type"] in ("Complete", "Failed") and c["status"] == "True":
-                    return c["type"] if c["type"] == "Complete" else f"Failed/{c.get('reason')}"
-            time.sleep(0.5)
-        raise AssertionError(f"job {name} did not end in {seconds} s: {self.describe(name)}")
-
-    def pods(self, job: str) -> list[dict[str, Any]]:
-        return self.api.list("Pod", F.NS, selector=f"job-name={job}")
-
     def wait_running(self, job: str, seconds: float = 90) -> dict[str, Any]:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -151,20 +173,6 @@ class Deployed:
     def wait_for(self, what: str, done: Any, seconds: float = 90) -> Any:
         return waiting.until(what, done, seconds)
 
-    def logs(self, job: str) -> str:
-        return self.kubectl("logs", f"job/{job}", "-n", F.NS, check=False).stdout
-
-    def terminated(self, job: str) -> dict[str, Any]:
-        """The run's container's terminated state (exitCode, reason, message)."""
-        (pod,) = self.pods(job)
-        (status,) = pod["status"]["containerStatuses"]
-        return status["state"].get("terminated") or {}
-
-    def describe(self, job: str) -> str:
-        pods = [{"name": p["metadata"]["name"], "node": p["spec"].get("nodeName"),
-                 "status": p.get("status")} for p in self.pods(job)]
-        return json.dumps({"job": self.job_object(job).get("status"), "pods": pods})[:3000] + \
-            f" kubelet: {self.node.tail('kubelet', 4)}"
 
 
 def settings() -> dict[str, Any]:
