@@ -6,18 +6,18 @@ and runc, the run authenticated by the token the kubelet mounts.
 What the tests change on the live objects, and why: the CronJob is suspended (its `*/5` tick would
 start runs in the middle of other tests; `kubectl create job --from` runs its jobTemplate as it is),
 except in the test of the controller itself, which ticks every minute (`* * * * *`, the finest a
-schedule can say) so that two ticks fit in a test; and one Job's activeDeadlineSeconds is 20 s, not
-720, so that the deadline is reached in a test. OpenShift's build controller cannot run here: the
+schedule can say) so that two ticks fit in a test; and one Job's activeDeadlineSeconds, 720 as
+shipped, is brought to a few seconds from now once its run waits, so that it is reached in a test. OpenShift's build controller cannot run here: the
 test writes the Build's status, as it would."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import kubelet  # examples/kubelet.py
 import pytest
-import yaml
 
 from reconcile.contract import annotations as A
 from tests.support import factory as F
@@ -99,13 +99,15 @@ def test_the_cronjob_controller_starts_one_run_and_forbids_a_second_and_the_leas
 
 def test_active_deadline_seconds_ends_a_long_wait_and_the_next_run_converges_with_nothing_lost(d):
     d.seed(scenario())
-    job = yaml.safe_load(d.kubectl("create", "job", "deadline", f"--from=cronjob/{nodejobs.CRONJOB}", "-n", F.NS,
-                                   "--dry-run=client", "-o", "yaml").stdout)
-    assert job["spec"]["activeDeadlineSeconds"] == 720          # as shipped; scaled down to be reached here
-    job["spec"]["activeDeadlineSeconds"] = 20
-    d.kubectl("create", "-f", "-", input=yaml.safe_dump(job))
+    d.job("deadline")
     d.wait_for("the run's Build", lambda: build_of(d))
     finish(d, "Running")
+    job = d.job_object("deadline")
+    assert job["spec"]["activeDeadlineSeconds"] == 720          # as shipped; brought near to be reached here
+    started = datetime.strptime(job["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    near = int((datetime.now(UTC) - started).total_seconds()) + 5     # the field is mutable on a Job
+    d.api.request("PATCH", f"/apis/batch/v1/namespaces/{F.NS}/jobs/deadline",
+                  {"spec": {"activeDeadlineSeconds": near}}, content_type="application/merge-patch+json")
     assert d.wait_job("deadline", seconds=90) == "Failed/DeadlineExceeded"
     assert d.ann()[A.STATE] == A.BUILDING
     # the kubelet's SIGTERM ends the wait as Ctrl-C does: the run's summary, and its Lease released
