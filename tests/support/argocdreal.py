@@ -12,7 +12,7 @@ are what this harness runs as processes. What differs from an in-cluster install
 - argocd-secret gets `server.secretkey` (argocd-server makes it on its first start; none runs here);
 - GPG is off (`ARGOCD_GPG_ENABLED=false`: no keyring folder), SSH and TLS data live in the work folder;
 - the controller's metrics server listens on 0.0.0.0 (hard-coded in v2.14,
-  controller/appcontroller.go): an iptables INPUT rule drops connections to it that do not come
+  controller/appcontroller.go): an INPUT rule, first in iptables and ip6tables, drops connections to it that do not come
   from lo, removed by stop(). Everything else listens on 127.0.0.1.
 """
 
@@ -137,8 +137,10 @@ class Argo:
         return self.wait("the plugin's socket", lambda: next((self.work / "plugins").glob("*.sock"), None), seconds)
 
     def _start(self) -> None:
+        # inserted first in INPUT, for IPv4 and IPv6 both (Go's 0.0.0.0 listener is dual-stack)
         self._guard = ["INPUT", "-p", "tcp", "--dport", str(self.metrics), "!", "-i", "lo", "-j", "DROP"]
-        subprocess.run(["iptables", "-A", *self._guard], check=True, capture_output=True, timeout=30)
+        for tables in ("iptables", "ip6tables"):
+            subprocess.run([tables, "-I", *self._guard], check=True, capture_output=True, timeout=30)
         self.spawn("redis", ["redis-server", "--port", str(self.redis), "--bind", "127.0.0.1",
                              "--save", "", "--appendonly", "no"])
         self.spawn("repo-server", [
@@ -209,10 +211,12 @@ class Argo:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         if self._guard:
-            subprocess.run(["iptables", "-D", *self._guard], capture_output=True, timeout=30)
+            for tables in ("iptables", "ip6tables"):
+                subprocess.run([tables, "-D", *self._guard], capture_output=True, timeout=30)
             self._guard = []
 
     # Applications -----------------------------------------------------------------------------
