@@ -15,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reconcile import cli
 from reconcile.contract import annotations as A
-from tests.support import builderimage, realnode
+from tests.support import builderimage, realnode, signing
 from tests.support import factory as F
 from tests.support import realbuild as R
 
@@ -46,7 +48,8 @@ def machineconfig(name: str, registry: str, content: str | None = None) -> dict[
 
 @dataclass
 class World:
-    """The registry, its address for Pods, the base image there, and the builder image on the node."""
+    """The registry, its address for Pods, the base image there, and the builder image on the node;
+    with `front`, the Pods reach the registry through it (signing.Refusing), the host directly."""
 
     node: realnode.Node
     root: Path
@@ -54,6 +57,7 @@ class World:
     host: R.Host
     pods_registry: str          # gateway:port
     builder: builderimage.BuilderImage
+    front: signing.Refusing | None = None
 
     @property
     def base(self) -> str:
@@ -70,36 +74,70 @@ class World:
                    if r["method"] == "GET" and r["uri"].startswith("/v2/ocl/base/blobs/") and r["status"] == 200)
 
     def stop(self) -> None:
+        if self.front is not None:
+            self.front.stop()
         self.registry.stop()
 
 
-def world(node: realnode.Node, root: Path) -> World:
+def world(node: realnode.Node, root: Path, refuse: Callable[[str, str], bool] | None = None) -> World:
     """A registry (its access log on) with the small base pushed (realbuild.build_base_image), on
-    the node (on_node)."""
+    the node (on_node); with `refuse`, behind a front that refuses (or holds) what it picks."""
     registry = R.Registry(root, access_log=True)
+    front = signing.Refusing(registry, refuse) if refuse is not None else None
     try:
         host = R.Host(root, registry)
         R.build_base_image(host, f"{registry.host}/ocl/base:latest")
-        return on_node(node, root, registry, host)
+        return on_node(node, root, registry, host, front)
     except BaseException:
+        if front is not None:
+            front.stop()
         registry.stop()
         raise
 
 
-def on_node(node: realnode.Node, root: Path, registry: R.Registry, host: R.Host) -> World:
-    """The registry exposed to the node's Pods, and the builder image imported into its containerd."""
+def on_node(node: realnode.Node, root: Path, registry: R.Registry, host: R.Host,
+            front: signing.Refusing | None = None) -> World:
+    """The registry (or its front) exposed to the node's Pods, and the builder image imported into
+    its containerd."""
     builder = builderimage.builder_image()
     node.import_image(builder.archive)
-    return World(node, root, registry, host, node.expose(registry.port), builder)
+    port = int(front.host.rsplit(":", 1)[1]) if front is not None else registry.port
+    return World(node, root, registry, host, node.expose(port), builder, front)
+
+
+class Hold:
+    """As a front's `refuse`: holds the first request `matches(method, path)` picks until
+    released (then hands it on), refusing none; a build stopped at a known point (its base's
+    pull) while a test does something to it. Armed again by arm()."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.matches: Callable[[str, str], bool] = lambda method, path: False
+        self.held, self.released = threading.Event(), threading.Event()
+
+    def arm(self, matches: Callable[[str, str], bool]) -> None:
+        self.held.clear()
+        self.released.clear()
+        self.matches = matches
+
+    def __call__(self, method: str, path: str) -> bool:
+        with self.lock:
+            hold = self.matches(method, path) and not self.held.is_set()
+            if hold:
+                self.held.set()
+        if hold:
+            self.released.wait(180)
+        return False
 
 
 def settings(w: World, base: str = "", extensions: str = "", **build: str) -> list[dict[str, Any]]:
     """The settings a cluster's admin would write for this registry and builder image, with the
-    pool's build storage persistent (the buildah Pod's default) on our StorageClass."""
+    pool's build storage persistent (the buildah Pod's default) on our StorageClass (unless
+    `buildStorage` or `buildStorageClass` says otherwise)."""
     repo = f"{w.pods_registry}/ocl/os-image"
     return [F.build_config(imageBuilderType=BUILDER, finalImagePullspec=f"{repo}:latest",
-                           buildahImage=w.builder.name, buildStorage="persistent",
-                           buildStorageClass=STORAGE_CLASS, **build),
+                           buildahImage=w.builder.name, buildStorage=build.pop("buildStorage", "persistent"),
+                           buildStorageClass=build.pop("buildStorageClass", STORAGE_CLASS), **build),
             F.osimageurl(baseOSContainerImage=base or w.base, baseOSExtensionsContainerImage=extensions),
             F.secret("pull-secret", payload=R.auth_for(w.pods_registry, "puller")),
             F.secret("push-secret", payload=R.auth_for(w.pods_registry, "pusher"))]
@@ -149,10 +187,16 @@ def provide_storage(node: realnode.Node, path: Path, name: str) -> None:
 
 def run(node: realnode.Node, kubeconfig: str, wait: float = 300) -> tuple[int, str]:
     """`ocl-reconcile run --wait` as the ServiceAccount `ocl-reconciler`: (exit code, stderr)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = cli.main(["run", "--kubeconfig", kubeconfig, "--timeout", "30", "--wait", str(wait)])
-    return code, err.getvalue()
+    code, _, err = command("run", "--kubeconfig", kubeconfig, "--timeout", "30", "--wait", str(wait))
+    return code, err
+
+
+def command(*args: str) -> tuple[int, str, str]:
+    """`ocl-reconcile ARGS` in-process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
 
 
 def sa_kubeconfig(node: realnode.Node, path: Path) -> str:

@@ -265,12 +265,16 @@ class Node:
             nat("-D", refused)
             self._rules.remove(refused)
 
-    def restart_kubelet(self, **settings: Any) -> None:
+    def restart_kubelet(self, away: Any = None, **settings: Any) -> None:
         """The kubelet killed and started again (its Pods' containers go on), with `settings` over its
-        KubeletConfiguration from now on (none: the node's own again)."""
+        KubeletConfiguration from now on (none: the node's own again); `away()` runs while it is down."""
         self.kubelet_settings = settings
         self._kill("kubelet", signal.SIGKILL)
-        self._start_kubelet()
+        try:
+            if away is not None:
+                away()
+        finally:
+            self._start_kubelet()
         self.wait_ready(time.monotonic() + 90)
 
     @property

@@ -168,10 +168,11 @@ DENIED = {"errors": [{"code": "DENIED", "message": "requested access to the reso
 
 
 class Refusing:
-    """A TLS front (the registry's own certificate) of a real `docker-registry`
-    (tests/support/realbuild.Registry): it answers the requests `refuse(method, path)` picks with
-    distribution's DENIED and hands every other to the registry unchanged, the registry's answer
-    back. `host` is what clients are given; `refused` lists what it refused."""
+    """A front of a real `docker-registry` (tests/support/realbuild.Registry), TLS with the
+    registry's own certificate where the registry serves TLS, plain HTTP where it does not: it
+    answers the requests `refuse(method, path)` picks with distribution's DENIED and hands every
+    other to the registry unchanged, the registry's answer back (`refuse` may also hold a request
+    before it is handed on). `host` is what clients are given; `refused` lists what it refused."""
 
     def __init__(self, backend: Any, refuse: Any):
         import http.client
@@ -197,7 +198,8 @@ class Refusing:
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                conn = http.client.HTTPSConnection(backend.host, context=backend.context, timeout=30)
+                conn = (http.client.HTTPSConnection(backend.host, context=backend.context, timeout=30)
+                        if backend.tls else http.client.HTTPConnection(backend.host, timeout=30))
                 # a header sent on several lines (containers/image's Accept) is one list (RFC 9110
                 # 5.3): a dict of the lines kept the last alone, and distribution answers 404 for an
                 # OCI manifest (cosign's signature) to an Accept without its media type
@@ -223,9 +225,10 @@ class Refusing:
 
         self.refuse, self.refused = refuse, []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        tls.load_cert_chain(str(backend.tls.cert), str(backend.tls.key))
-        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        if backend.tls:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(str(backend.tls.cert), str(backend.tls.key))
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
