@@ -97,6 +97,38 @@ def signing_items(faults: Faults, key: dict, pool: dict | None = None, extra: tu
         F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret"), key, *extra])
 
 
+# -- the front itself ---------------------------------------------------------------------------
+
+def test_the_front_hands_on_a_chunked_blob_upload_whole(faults):
+    """A PATCH whose body comes chunked (Go's net/http streams buildah's blob upload so, with no
+    Content-Length) reaches the registry whole: distribution checks the finished upload against
+    the digest the PUT names (docs/spec/api.md, "Completed Upload": 400 DIGEST_INVALID otherwise)."""
+    import hashlib
+    import http.client
+    data = os.urandom(70000)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    conn = http.client.HTTPSConnection(faults.front.host, context=faults.reg.context, timeout=30)
+    try:
+        conn.request("POST", f"/v2/{REPO}/blobs/uploads/", body=b"")
+        started = conn.getresponse()
+        started.read()
+        assert started.status == 202, started.status
+        location = started.getheader("Location").split(faults.reg.host, 1)[-1]
+        conn.request("PATCH", location, body=iter([data[:30000], data[30000:]]), encode_chunked=True,
+                     headers={"Content-Type": "application/octet-stream"})
+        patched = conn.getresponse()
+        patched.read()
+        assert patched.status == 202, patched.status
+        location = patched.getheader("Location").split(faults.reg.host, 1)[-1]
+        conn.request("PUT", f"{location}{'&' if '?' in location else '?'}digest={digest}", body=b"")
+        done = conn.getresponse()
+        assert done.status == 201, (done.status, done.read())
+    finally:
+        conn.close()
+    with urllib.request.urlopen(f"{faults.reg.url}/v2/{REPO}/blobs/{digest}", context=faults.reg.context) as resp:
+        assert resp.read() == data
+
+
 # -- 4. a kept image keeps its signature -------------------------------------------------------
 
 def test_an_image_the_registry_refuses_to_delete_keeps_its_signature_tag(faults, live):

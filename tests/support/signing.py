@@ -187,8 +187,21 @@ class Refusing:
             def log_message(self, *a: Any) -> None:
                 pass
 
+            def _body(self) -> bytes:
+                """The request's body: by Content-Length, or de-chunked (RFC 9112 7.1) where it
+                comes chunked (Go's client streams a blob's PATCH so), trailers read and dropped."""
+                if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                parts = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()                               # the chunk's CRLF
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass                                                # trailers, then the end
+                return b"".join(parts)
+
             def _forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = self._body()
                 if front.refuse(self.command, self.path):
                     front.refused.append((self.command, self.path))
                     data = json.dumps(DENIED).encode()
@@ -205,8 +218,10 @@ class Refusing:
                 # OCI manifest (cosign's signature) to an Accept without its media type
                 headers: dict[str, str] = {}
                 for k, v in self.headers.items():
-                    if k.lower() != "connection":
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
                         headers[k] = f"{headers[k]}, {v}" if k in headers else v
+                if body or self.command in ("POST", "PUT", "PATCH"):
+                    headers["Content-Length"] = str(len(body))        # the body de-chunked, if it came so
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
