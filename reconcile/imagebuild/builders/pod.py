@@ -49,6 +49,11 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
             return BuildStatus(A.SUCCEEDED, digest=digest)
         return BuildStatus(A.FAILED, message=f"build {where} succeeded without a sha256 digest "
                                              "in its termination message")
+    if phase == "Failed" and objects.meta(pod).get("deletionTimestamp"):
+        # deleted by someone (we delete only builds we no longer read): the kubelet killed its
+        # container and reports it before the Pod is gone; RETRY, as for a Pod already gone
+        return BuildStatus(A.FAILED, transient=True,
+                           message=f"{where} was deleted before it finished{_code(_terminated(pod))}")
     if phase == "Failed":
         term = _terminated(pod)
         lost = status.get("reason") in LOST
