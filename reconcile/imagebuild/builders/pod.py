@@ -51,9 +51,9 @@ def read_status(pod: Mapping[str, Any], now: Any = None) -> BuildStatus:
                                              "in its termination message")
     if phase == "Failed" and objects.meta(pod).get("deletionTimestamp"):
         # deleted by someone (we delete only builds we no longer read): the kubelet killed its
-        # container and reports it before the Pod is gone; RETRY, as for a Pod already gone
-        return BuildStatus(A.FAILED, transient=True,
-                           message=f"{where} was deleted before it finished{_code(_terminated(pod))}")
+        # container and reports it before the Pod is gone. It counts until it is gone (it may
+        # still mount the build storage volume), then RETRY, as for a Pod deleted at once
+        return BuildStatus(A.BUILDING)
     if phase == "Failed":
         term = _terminated(pod)
         lost = status.get("reason") in LOST
