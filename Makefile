@@ -154,7 +154,7 @@ mco:
 # and 12 min 53 s alone, the same code using 40% more CPU in the second (2026-12-05; make bench-suite);
 # 8 min 17 s and 8 min 50 s alone after issue 37's CPU work (docs/development.md, "How long make test takes");
 # 2,461 tests 7 min 22 s and 2,503 tests 8 min 24 s alone in a random order (2026-12-06).
-WORKERS ?= 3
+WORKERS ?= 5
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it):
 # without it each worker rewrote and compiled every test module at every run (10 s of CPU a worker;
 # 3.5 s with pytest's cached rewrite) and each ocl-reconcile subprocess compiled the package again.

@@ -188,8 +188,7 @@ LONG_FIRST = ("tests/realapi/test_admin_docs.py", "tests/unit/test_fuzz.py::test
               "tests/realapi/test_realapi_live_table.py", "tests/realtools/test_live_table.py",
               "tests/realapi/test_realapi_rbac.py", "tests/realapi/test_realapi_wait_held.py",
               # the real node's: mostly waiting for Pods and ticks, so best begun early beside the rest
-              "tests/realnode/test_cronjob.py", "tests/realnode/test_argocd_sync.py",
-              "tests/realnode/test_faults.py")
+              "tests/realnode/")
 
 
 def pytest_collection_modifyitems(session, config, items):
