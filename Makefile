@@ -145,7 +145,7 @@ mco:
 	    echo '../shared/mco/mco-src.tar.gz is absent: the MCO suites will skip (OCL_MCO=require makes them fail)'; \
 	  else bash tests/tools/mco/build.sh >/dev/null; fi
 
-# Three pytest-xdist workers (WORKERS=0: one process): the suite waits on real servers as much as it
+# Five pytest-xdist workers (WORKERS=0: one process): the suite waits on real servers as much as it
 # computes: on 2 cores, 1,931 tests took 10 min 34 s in two workers and 7 min 28 s in three;
 # 2,038 tests 7 min 11 s in three (2026-12-02); 2,213 tests, the MCO's own controllers among them,
 # 14 min 18 s and 11 min 9 s in three (2026-12-04: over the 10-minute goal, issue 37); 2,342 tests
@@ -153,7 +153,9 @@ mco:
 # its last 5 minutes beside make bench-live (2026-12-05: over the goal, issue 37); 2,344 tests 10 min 41 s
 # and 12 min 53 s alone, the same code using 40% more CPU in the second (2026-12-05; make bench-suite);
 # 8 min 17 s and 8 min 50 s alone after issue 37's CPU work (docs/development.md, "How long make test takes");
-# 2,461 tests 7 min 22 s and 2,503 tests 8 min 24 s alone in a random order (2026-12-06).
+# 2,461 tests 7 min 22 s and 2,503 tests 8 min 24 s alone in a random order (2026-12-06). Five since
+# the real node (issue 52): its tests mostly wait, and held three workers while the CPUs idled: 2,553
+# tests 12 min 11 s in three, 10 min 38 s in five, 8 min 1 s in five with tests/realnode/ first.
 WORKERS ?= 5
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it):
 # without it each worker rewrote and compiled every test module at every run (10 s of CPU a worker;
