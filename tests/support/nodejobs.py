@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +84,12 @@ class Jobs:
 
     def wait_job(self, name: str, seconds: float = 120) -> str:
         """The Job's end: `Complete` or `Failed` (its condition's type), with the reason."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        def ended() -> str | None:
             for c in (self.job_object(name).get("status") or {}).get("conditions") or []:
                 if c["type"] in ("Complete", "Failed") and c["status"] == "True":
                     return c["type"] if c["type"] == "Complete" else f"Failed/{c.get('reason')}"
-            time.sleep(0.5)
-        raise AssertionError(f"job {name} did not end in {seconds} s: {self.describe(name)}")
+            return None
+        return waiting.until(f"job {name}'s end", ended, seconds, every=0.5, why=lambda: self.describe(name))
 
     def pods(self, job: str) -> list[dict[str, Any]]:
         return self.api.list("Pod", F.NS, selector=f"job-name={job}")
@@ -162,13 +160,9 @@ class Deployed(Jobs):
                 if e.get("reason") == reason and e["involvedObject"].get("kind") == "CronJob"]
 
     def wait_running(self, job: str, seconds: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            running = [p for p in self.pods(job) if (p.get("status") or {}).get("phase") == "Running"]
-            if running:
-                return running[0]
-            time.sleep(0.3)
-        raise AssertionError(f"no Pod of job {job} runs after {seconds} s: {self.describe(job)}")
+        return waiting.until(f"a running Pod of job {job}", lambda: next(
+            (p for p in self.pods(job) if (p.get("status") or {}).get("phase") == "Running"), None),
+            seconds, why=lambda: self.describe(job))
 
     def wait_for(self, what: str, done: Any, seconds: float = 90) -> Any:
         return waiting.until(what, done, seconds)
