@@ -37,6 +37,7 @@ from reconcile.core import decision, images, mcolabel, storage
 from reconcile.core.actions import PoolPlan, WarningNote, Write, carried_out
 from reconcile.core.actions import table as actions_table
 from reconcile.diff import view
+from reconcile.imagebuild.platform import imageindex
 
 log = logging.getLogger("reconcile")
 
@@ -210,6 +211,23 @@ def _prune(cluster: Cluster, action: Write, deleter: registry.Client | None, out
         log.warning("pool %s: %s", pool, why, extra={"pool": pool})
 
 
+def _push(action: Write, client: registry.Client | None, outcome: Outcome) -> None:
+    """A mixed pool's image index into the registry (core/actions/indexrows.py), before the record
+    that names it: a refusal is the pool's write error (exit 2), and the next run pushes again."""
+    pool, image = outcome.plan.pool, action.obj["image"]
+    if client is None:
+        log.info("would push image index %s (pool %s): a snapshot run never contacts the registry", image,
+                 pool, extra={"pool": pool})
+        return
+    digest = image.partition("@")[2]
+    try:
+        client.put_index(action.obj["tag"], imageindex.Index(action.body, digest))
+    except registry.RegistryError as err:
+        raise WriteError(f"push {action.ref}: {err}") from None
+    outcome.count("push")
+    log.info("pushed image index %s (pool %s)", image, pool, extra={"pool": pool})
+
+
 def _prune_signature(deleter: registry.Client, image: str, pool: str, outcome: Outcome) -> None:
     """The deleted image's cosign signature tag. One that cannot be deleted is only said: it signs
     an image that is gone, so it can admit nothing (docs/signing.md, "Pruning")."""
@@ -265,6 +283,9 @@ def _run_plan(cluster: Cluster, actions: list[Write], outcome: Outcome, replanne
     for action in actions:
         if action.verb == "prune":
             _prune(cluster, action, deleter, outcome)
+            continue
+        if action.verb == "push":
+            _push(action, deleter, outcome)
             continue
         if action.verb == "create" and action.obj.get("kind") == "Event":
             outcome.events_lost += not _tell(cluster, action, pool)

@@ -13,7 +13,7 @@ from reconcile.cluster import Cluster, Forbidden, observe, registry
 from reconcile.cluster.observe import Observed
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
-from reconcile.core import decision, desired, images, rollout, transitions
+from reconcile.core import decision, desired, images, multiarch, rollout, transitions
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions import table as actions_table
 from reconcile.core.node import livechange
@@ -98,6 +98,28 @@ class Planner:
                 except registry.RegistryError as err:
                     self.lookups[key] = images.Lookup(image, None, str(err))
         return self.lookups[key]
+
+    def _part(self, part: multiarch.Part, repo: str) -> multiarch.Part:
+        """One architecture of a mixed pool: the registry asked about the image its history names
+        (reused only if labelled by its build id, `_lookup`), and about its image once there is one
+        (its manifest and config: what the index names, `registry.instance`, checked to be of its
+        architecture and labelled by its build id). A snapshot run asks nothing: the description is
+        made up, and said to be."""
+        if part.candidate and part.lookup is None:
+            part = replace(part, lookup=self._lookup(part.candidate, part.build_id))
+        image = part.image(repo)
+        if image is None:
+            return part
+        if self.registry_client is None:
+            return replace(part, instance=multiarch.simulated(part, image))
+        try:
+            found, labels = self.registry_client.instance(image, part.arch)
+        except registry.RegistryError as err:
+            return replace(part, unread=str(err))
+        if labels.get(naming.BUILD_ID_LABEL) != part.build_id:
+            return replace(part, unread=f"its image config's {naming.BUILD_ID_LABEL} label is not "
+                                        f"{part.build_id}")
+        return replace(part, instance=found)
 
     def _with_base(self, d: decision.Decision) -> decision.Decision:
         """A build that is due, with its base image's size (one GET of the manifest, two for a
@@ -199,6 +221,8 @@ class Planner:
                                                         due.with_fresh(from_nodes | {entry.name}), self.now))
             if d.candidate:
                 d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
+            if d.parts:
+                d = decision.with_parts(d, tuple(self._part(p, d.settings.repo) for p in d.parts))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
                 d = self._with_base(d)

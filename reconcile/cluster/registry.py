@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reconcile.imagebuild import auth, imageref, signing
+from reconcile.imagebuild.platform import imageindex
 from reconcile.imagebuild.signing import signatures
 
 ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
@@ -91,10 +92,11 @@ MAX_BODY = 4 << 20
 
 
 def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any], timeout: float,
-          ctx: ssl.SSLContext | None, repo: str | None = None) -> tuple[int, str, bytes]:
+          ctx: ssl.SSLContext | None, repo: str | None = None,
+          data: tuple[bytes, str] | None = None) -> tuple[int, str, bytes]:
     """(status, URL, body: read for a GET only) of an authorised request; `what` names it in
-    errors. The credentials are those a build uses for `repo` (default: the registry's own), found
-    as containers/image finds them."""
+    errors; `data`: the request's body and its media type (a PUT). The credentials are those a build
+    uses for `repo` (default: the registry's own), found as containers/image finds them."""
     key = auth.key_for(auths, repo or host)
     entry = (auths[key] if key is not None else None) or {}
     basic = entry.get("auth")
@@ -102,10 +104,11 @@ def _call(method: str, host: str, path: str, what: str, auths: Mapping[str, Any]
         basic = base64.b64encode(f"{entry['username']}:{entry.get('password', '')}".encode()).decode()
     ctx = ctx or context()
     schemes = list(_schemes(host))
-    headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {})}
+    headers = {"Accept": ACCEPT, **({"Authorization": f"Basic {basic}"} if basic else {}),
+               **({"Content-Type": data[1]} if data else {})}
     for _ in range(2 + len(schemes)):
         url = f"{schemes[0]}://{host}{path}"
-        request = urllib.request.Request(url, method=method, headers=headers)
+        request = urllib.request.Request(url, method=method, headers=headers, data=data[0] if data else None)
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=ctx) as resp:
                 return resp.status, url, resp.read(MAX_BODY + 1) if method == "GET" else b""
@@ -213,13 +216,11 @@ def _served(body: bytes, image: str, kind: str, digest: str | None) -> dict[str,
     return doc
 
 
-def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
-           ctx: ssl.SSLContext | None = None) -> dict[str, str] | None:
-    """The labels of a digested image's config (`config.Labels`): a GET of its manifest, then of
-    the config blob it names. None when the registry does not have the manifest (404); {} for an
-    image without labels, or a manifest list (our builds push one image, never a list); raises
-    RegistryError when it cannot say, or when the manifest or config served does not hash to its
-    digest."""
+def _image(image: str, auths: Mapping[str, Any], timeout: float,
+           ctx: ssl.SSLContext | None) -> tuple[dict[str, Any], int, dict[str, Any]] | None:
+    """A digested image's manifest, its size in bytes, and its config (`{}` for a manifest list,
+    or a manifest without a config): a GET of each, each checked against its digest. None when
+    the registry does not have the manifest (404)."""
     host, path, digest = _split(image)
     status, _, body = _call("GET", host, f"/v2/{path}/manifests/{digest}", image, auths, timeout, ctx,
                             f"{host}/{path}")
@@ -227,17 +228,68 @@ def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
         return None
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest")
-    config = _served(body, image, "manifest", digest).get("config")
+    manifest = _served(body, image, "manifest", digest)
+    config = manifest.get("config")
     blob = config.get("digest") if isinstance(config, dict) else None
     if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
-        return {}                                   # a manifest list, or no image config
-    status, _, body = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
-                            f"{host}/{path}")
+        return manifest, len(body), {}
+    status, _, raw = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
+                           f"{host}/{path}")
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
-    inner = _served(body, image, "config blob", blob).get("config")
+    return manifest, len(body), _served(raw, image, "config blob", blob)
+
+
+def _labels_of(config: Mapping[str, Any]) -> dict[str, str]:
+    inner = config.get("config")
     found = (inner.get("Labels") if isinstance(inner, dict) else None) or {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def labels(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+           ctx: ssl.SSLContext | None = None) -> dict[str, str] | None:
+    """The labels of a digested image's config (`config.Labels`): a GET of its manifest, then of
+    the config blob it names. None when the registry does not have the manifest (404); {} for an
+    image without labels, or a manifest list (our builds push one image, never a list); raises
+    RegistryError when it cannot say, or when the manifest or config served does not hash to its
+    digest."""
+    found = _image(image, auths, timeout, ctx)
+    return None if found is None else _labels_of(found[2])
+
+
+def instance(image: str, arch: str, auths: Mapping[str, Any], timeout: float = 30.0,
+             ctx: ssl.SSLContext | None = None) -> tuple[imageindex.Instance, dict[str, str]]:
+    """One architecture's image as an image index names it (its manifest's media type and size,
+    the platform its config says) and its labels. Raises RegistryError, also when it is gone."""
+    found = _image(image, auths, timeout, ctx)
+    if found is None:
+        raise RegistryError(f"{image}: the registry does not have it")
+    manifest, size, config = found
+    media = manifest.get("mediaType")
+    if media is None and manifest.get("schemaVersion") == 2 and "config" in manifest:
+        media = imageindex.INSTANCE_TYPES[0]        # an OCI manifest may leave its media type out
+    return imageindex.Instance(
+        arch=arch, digest=_split(image)[2], media_type=str(media or ""), size=size,
+        architecture=str(config.get("architecture") or ""), os=str(config.get("os") or ""),
+        variant=str(config.get("variant") or "")), _labels_of(config)
+
+
+def put_index(tag: str, index: imageindex.Index, auths: Mapping[str, Any], timeout: float = 30.0,
+              ctx: ssl.SSLContext | None = None) -> str:
+    """PUT an image index under `tag` (`<repo>:<tag>`; distribution's API: `PUT
+    /v2/<name>/manifests/<reference>`, the registry answers 201 with the digest it computed).
+    Returns that digest; raises RegistryError when it is refused or is not the index's."""
+    repo, _, name = tag.rpartition(":")
+    host, path = auth.host_and_path(repo)
+    status, url, _ = _call("PUT", host, f"/v2/{path}/manifests/{name}", tag, auths, timeout, ctx,
+                           f"{host}/{path}", data=(index.body, index.media_type))
+    if status >= 300:
+        raise RegistryError(f"{tag}: the registry answered {status} to PUT of the image index")
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{index.digest}", tag, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status >= 300 or body != index.body:
+        raise RegistryError(f"{repo}@{index.digest}: the registry does not serve the index pushed")
+    return index.digest
 
 
 def signatures_of(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
@@ -356,6 +408,13 @@ class Client:
 
     def labels(self, image: str) -> dict[str, str] | None:
         return labels(image, *self._ready(image))
+
+    def instance(self, image: str, arch: str) -> tuple[imageindex.Instance, dict[str, str]]:
+        auths, timeout, ctx = self._ready(image)
+        return instance(image, arch, auths, timeout, ctx)
+
+    def put_index(self, tag: str, index: imageindex.Index) -> str:
+        return put_index(tag, index, *self._ready(tag))
 
     def signatures(self, image: str) -> list[signatures.Signature] | None:
         return signatures_of(image, *self._ready(image))

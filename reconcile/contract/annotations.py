@@ -23,6 +23,10 @@ CONTENT = KEY_PREFIX + "content"
 #: the CPU architecture the build is for (that of the pool's nodes; "" while it had none), so a
 #: steady run need not list the nodes (imagebuild/platform/clusterfacts.py)
 ARCH = KEY_PREFIX + "arch"
+#: with ARCH: the pool's `status.machineCount` when its architecture was read from its nodes; a
+#: run reads the nodes again when the MCO counts another number (a node joined or left: maybe of
+#: another architecture, core/multiarch.py), so a steady run still lists no nodes
+ARCH_NODES = KEY_PREFIX + "arch-nodes"
 #: the OS stream the current build is of (imagebuild/platform/osstream.py: the pool's own, a custom pool's
 #: inherited from worker, or the default; "" where the cluster lists none)
 OS_STREAM = KEY_PREFIX + "os-stream"
@@ -55,6 +59,9 @@ BUILT_CONTENT = KEY_PREFIX + "built-content"
 #: waits for it (core/signgate.py); removed once signing is off
 SIGNED = KEY_PREFIX + "signed"
 IMAGES = KEY_PREFIX + "images"            # digested images of this pool's builds, newest first
+#: a mixed pool's indexes (core/multiarch.py): `<index digest>=<instance digest>,...` entries, newest
+#: first, so that pruning never deletes an instance a kept index names
+INDEX_INSTANCES = KEY_PREFIX + "index-instances"
 #: why the last run could not delete images of the history from the registry (kept there, tried
 #: again by the next run); removed once a prune of the pool goes through
 PRUNE_ERROR = KEY_PREFIX + "prune-error"

@@ -13,7 +13,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.contract.problem import Problem
-from reconcile.core import carryforward, desired, images, mcolabel, rollout, signgate, storage
+from reconcile.core import carryforward, desired, images, mcolabel, multiarch, rollout, signgate, storage
 from reconcile.core.node import disruption, livechange
 from reconcile.core.rollout import check as rolloutcheck
 from reconcile.core.storage import disk
@@ -66,16 +66,23 @@ class Decision:
     #: core/signgate.RECORDS with signing on: the `ocl-reconciler.io/signed` record of the image
     #: (None: signing is off, the record goes)
     signed: str | None = None
+    #: a mixed pool: each architecture's build (core/multiarch.py); `status` is theirs as one
+    parts: tuple[multiarch.Part, ...] = ()
 
     @property
     def needs_build(self) -> bool:
+        """A build object is made: the MachineConfig and the build material are read."""
+        if self.parts:
+            return self.transition in NEEDS_BUILD | {Transition.PROGRESS} and \
+                any(p.needs_object for p in self.parts)
         return self.transition in NEEDS_BUILD
 
     @property
     def candidate(self) -> str | None:
         """START, RETRY: the image the history maps the build id to; the shell asks the registry
-        about it and passes the answer to `with_lookup`."""
-        found = images.produced(self.pool, self.inputs.build_id) if self.needs_build else None
+        about it and passes the answer to `with_lookup`. A mixed pool's parts have theirs."""
+        found = images.produced(self.pool, self.inputs.build_id) \
+            if self.needs_build and not self.parts else None
         # an entry another user may have written is never a source of images: ours only
         ours = found and self.settings is not None and images.ours(found, self.settings.repo)
         return found if ours else None
@@ -88,6 +95,15 @@ def with_lookup(d: Decision, lookup: images.Lookup) -> Decision:
     lookup = signgate.verified(d.settings, lookup)
     observed = replace(d.observed, reusable=bool(lookup.found))
     return signgate.gate(replace(d, transition=decide(observed), observed=observed, lookup=lookup))
+
+
+def with_parts(d: Decision, parts: tuple[multiarch.Part, ...]) -> Decision:
+    """A mixed pool's decision once the shell asked the registry about its parts (the images to
+    reuse, each built image's description): decided again on them as one build status."""
+    status = multiarch.aggregate(parts, d.settings.repo)
+    observed = replace(d.observed, build=status)
+    return signgate.gate(replace(d, transition=decide(observed), observed=observed, status=status,
+                                 parts=parts))
 
 
 def built_from(d: Decision) -> str | None:
@@ -194,11 +210,15 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     volumes = tuple(o for o in owned if o.get("kind") == storage.KIND)
     # neither the rollout nor the build storage is a build object
     owned = [o for o in owned if o.get("kind") not in (rollout.KIND, storage.KIND)]
-    current = tuple(o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) == inp.build_id)
+    ids = {inp.build_id} | (multiarch.part_ids(inp) if multiarch.is_mixed(inp) else set())
+    current = tuple(o for o in owned if objects.labels(o).get(naming.BUILD_ID_LABEL) in ids)
     stale = tuple(o for o in owned if o not in current)
+    parts = multiarch.parts(pool, inp, builder, current, settings.repo, now) \
+        if multiarch.is_mixed(inp) else ()
     build_obj = next((o for o in current if o.get("kind") == builder.kind
-                      and objects.name(o) == desired.build_name(inp, attempt)), None)
-    status = builder.read_status(build_obj, now) if build_obj is not None else None
+                      and objects.name(o) == desired.build_name(inp, attempt)), None) if not parts else None
+    status = builder.read_status(build_obj, now) if build_obj is not None else \
+        multiarch.aggregate(parts, settings.repo) if parts else None
     ref = desired.build_ref(builder, settings.namespace, inp, attempt)
     carried = carryforward.carried(ann, builder, settings, inp, ref)       # earlier records counted
     observed = Observation(recorded=ann.get(A.STATE), at_ref=carried.at_ref,
@@ -211,7 +231,7 @@ def decide_pool(settings: Settings | Problem, pool: Mapping[str, Any],
     return signgate.gate(Decision(decide(observed), name, pool, settings=settings, builder=builder,
                                   inputs=inp, attempt=attempt, current=current, stale=stale,
                                   build_obj=build_obj, status=status, observed=observed, rollout=view,
-                                  storage=volumes))
+                                  storage=volumes, parts=parts))
 
 
 def rollout_view(settings: Settings | Problem, pools: Iterable[Mapping[str, Any]],

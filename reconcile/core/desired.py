@@ -160,16 +160,24 @@ class Material:
     classes: storage.Classes | None = None
 
 
+#: What a mixed pool's record names (core/multiarch.py): its image index, which is no Kubernetes object.
+INDEX_KIND = "ImageIndex"
+
+
 def build_name(inp: BuildInputs, attempt: int = 1, build_id: str | None = None) -> str:
     """The build object of an attempt: the first keeps the plain name, retries are numbered.
-    `build_id`: another id than the inputs' (the one an earlier version gave them)."""
+    `build_id`: another id than the inputs' (the one an earlier version gave them). A mixed pool's
+    inputs name its index (`ocl-index-...`): its builds are those of each architecture."""
+    if architecture.mixed(inp.arch):
+        return naming.object_name("index", inp.pool, build_id or inp.build_id)
     role = "build" if attempt <= 1 else f"build{attempt}"
     return naming.object_name(role, inp.pool, build_id or inp.build_id)
 
 
 def build_ref(builder: Any, namespace: str, inp: BuildInputs, attempt: int = 1,
               build_id: str | None = None) -> str:
-    return f"{builder.kind}/{namespace}/{build_name(inp, attempt, build_id)}"
+    kind = INDEX_KIND if architecture.mixed(inp.arch) else builder.kind
+    return f"{kind}/{namespace}/{build_name(inp, attempt, build_id)}"
 
 
 def image_labels(inp: BuildInputs) -> list[dict[str, str]]:
@@ -269,10 +277,13 @@ def _encoded(machineconfig: Mapping[str, Any], inp: BuildInputs) -> str:
 
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
             machineconfig: Mapping[str, Any], material: Material | None = None,
-            attempt: int = 1, placement: storage.Placement | None = None) -> list[dict[str, Any]]:
+            attempt: int = 1, placement: storage.Placement | None = None,
+            tag: str = "") -> list[dict[str, Any]]:
     """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
-    `placement`: its storage and disk (core/storage/; default: `default_placement`). The build
-    object records its disk figures and its storage. Raises Blocked."""
+    `placement`: its storage and disk (core/storage/; default: `default_placement`); `tag`: where
+    the image is pushed (default `<repo>:<rendered config>`; one architecture's build of a mixed
+    pool adds `-<arch>`, core/multiarch.py). The build object records its disk figures and its
+    storage. Raises Blocked."""
     material = material or Material()
     placement = placement or default_placement(settings, builder)
     encoded = _encoded(machineconfig, inp)
@@ -308,7 +319,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                              **({A.BUILD_STORAGE: placement.record} if placement.record else {}))
     ctx = BuildContext(**dict(common, annotations=build_annotations),
         pool=inp.pool, rendered_config=inp.rendered_config, name=build_name(inp, attempt),
-        tag=f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
+        tag=tag or f"{settings.repo}:{inp.rendered_config}", dockerfile_configmap=n.dockerfile,
         machineconfig_configmaps=tuple(cm["metadata"]["name"] for cm in mc_cms),
         pull_secret=n.pull_auth if n.pull_auth in own else inp.pull_secret,
         push_secret=n.push_auth if n.push_auth in own else inp.push_secret,
@@ -316,7 +327,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         input_env=inputs.env, input_mounts=inputs.mounts,
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
         containers_files=tuple(sorted(containers)),
-        # one build object, of the pool's one architecture (multi-architecture: imagebuild/platform/)
+        # one build object, of one architecture (a mixed pool's: one of these each, core/multiarch.py)
         node_selector=architecture.node_selector(inp.arch),
         resources=disk.resources(settings, placement.disk), deadline_seconds=settings.build_timeout,
         storage_claim=placement.claim, storage_mount=storage.MOUNT if placement.claim else "")

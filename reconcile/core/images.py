@@ -62,6 +62,28 @@ def recorded(pool: Mapping[str, Any], build_id: str, image: str) -> str:
     return _format([(build_id, image)] + rest[:A.IMAGES_LIMIT - 1])
 
 
+def indexed(pool: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The instances each of a mixed pool's indexes names, by index digest
+    (`ocl-reconciler.io/index-instances`, core/multiarch.py). Only ever a reason to keep an image:
+    a value someone else wrote protects more, never deletes."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in objects.annotations(pool).get(A.INDEX_INSTANCES, "").split():
+        index, sep, listed = item.partition("=")
+        if sep:
+            out[index] = tuple(d for d in listed.split(",") if d)
+    return out
+
+
+def with_index(pool: Mapping[str, Any], index: str, instances: Iterable[str]) -> str:
+    """The record once `index` (a digest) named `instances`: that entry first, bounded as the history."""
+    rest = [(i, d) for i, d in indexed(pool).items() if i != index][:A.IMAGES_LIMIT - 1]
+    return " ".join(f"{i}={','.join(d)}" for i, d in [(index, tuple(instances))] + rest)
+
+
+def _digest(image: str | None) -> str:
+    return (image or "").partition("@")[2]
+
+
 @dataclass(frozen=True)
 class Lookup:
     """What the registry said of an image that the history maps the wanted build id to."""
@@ -110,18 +132,22 @@ def ours(image: str, repo: str | None) -> bool:
 
 def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], keep: int,
          repo: str | None = None) -> list[Prune]:
-    """`repo`: the configured repository; only its images are deleted."""
+    """`repo`: the configured repository; only its images are deleted. An instance that an index
+    in use or kept names is in use too (`indexed`)."""
     pools = list(pools)
     in_use = {objects.annotations(p).get(A.IMAGE) for p in pools}
     in_use |= {objects.annotations(n).get(key) for n in nodes for key in NODE_IMAGES}
+    named = {index: listed for p in pools for index, listed in indexed(p).items()}
+    shielded = {d for image in in_use | {i for p in pools for i in history(p)[:keep]}
+                for d in named.get(_digest(image), ())}
     out = []
     for pool in sorted(pools, key=objects.name):
         kept = history(pool)[:keep]                 # their build ids stay reusable
         candidates = [i for i in dict.fromkeys(history(pool)[keep:]) if i not in kept]
-        free = [i for i in candidates if i not in in_use]
+        free = [i for i in candidates if i not in in_use and _digest(i) not in shielded]
         if candidates:
             out.append(Prune(pool, tuple(i for i in free if ours(i, repo)),
-                             tuple(i for i in candidates if i in in_use),
+                             tuple(i for i in candidates if i not in free),
                              tuple(i for i in free if not ours(i, repo))))
     return out
 
@@ -161,7 +187,8 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
         target = by_pool.get(objects.name(item.pool))
         if target is None:
             continue
-        target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
+        target.notes += [f"keep image {i}: a pool or node still uses it, or an index kept names it"
+                         for i in item.protected]
         target.notes += [WarningNote(f"image {i} is not in the configured repository {repo}: dropped from "
                                      "the image history, not deleted (delete it yourself once no node uses "
                                      "it)") for i in item.forget]

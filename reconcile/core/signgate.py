@@ -72,7 +72,7 @@ def render(d: Any, name: str, image: str) -> dict[str, Any]:
         annotations=naming.our_annotations(d.inputs.rendered_config, wave=1),
         owner=naming.owner_reference(d.pool), image=image,
         keys=tuple(k.secret for k in d.settings.signing_keys), signer_image=d.settings.signer_image,
-        push_secret=d.settings.push_secret)
+        push_secret=d.settings.push_secret, recursive=bool(getattr(d, "parts", ())))
 
 
 def verified(found: Any, lookup: images.Lookup) -> images.Lookup:

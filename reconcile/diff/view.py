@@ -52,8 +52,9 @@ def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def sides(action: Write) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(live, desired) as shown: comparable, masked, long values summarised."""
-    before = None if action.verb == "create" else action.obj
-    after = {"create": action.obj, "patch": action.after, "prune": action.after, "delete": None}[action.verb]
+    before = None if action.verb in ("create", "push") else action.obj
+    after = {"create": action.obj, "push": action.obj, "patch": action.after, "prune": action.after,
+             "delete": None}[action.verb]
     before, after = masking.mask_pair(comparable(before), comparable(after))
     return (_summarise(before) if before is not None else None,
             _summarise(after) if after is not None else None)
@@ -142,6 +143,8 @@ def _header(action: Write) -> str:
     what = f"{group}/{obj.get('kind')} {f'{ns}/{name}' if ns else name}"
     if action.verb == "prune":
         return f"===== prune {what}: delete {len(action.images)} image(s) from the registry ====="
+    if action.verb == "push":
+        return f"===== push {obj.get('kind')} {ns}/{name}: {obj.get('image')} to the registry ====="
     return f"===== {action.verb} {what} ====="
 
 
@@ -188,6 +191,8 @@ def summary(plans: Iterable[PoolPlan]) -> str:
     counts = ", ".join(f"{sum(p.count(v) for p in plans)} to {v}" for v in ("create", "patch", "delete"))
     images = sum(p.count("prune") for p in plans)
     counts += f", {images} images to delete from the registry" if images else ""
+    pushes = sum(p.count("push") for p in plans)
+    counts += f", {pushes} image index(es) to push to the registry" if pushes else ""
     moves = [f"{p.pool} {p.state_before or '-'} -> {p.state_after}"
              + (f" ({p.transition.lower()})" if p.state_before == p.state_after else "")
              for p in plans if p.state_after and (p.state_before != p.state_after or _told(p))]
@@ -231,7 +236,7 @@ def as_json(plans: Iterable[PoolPlan], strays: Iterable[Any] = ()) -> str:
                 entry["images"] = list(action.images)
             if action.verb in ("patch", "prune"):
                 entry["patch"] = _masked_ops(action)
-            elif action.verb == "create":
+            elif action.verb in ("create", "push"):
                 entry["object"] = masking.mask_pair(None, action.obj)[1]
             actions.append(entry)
         out["pools"].append({"pool": plan.pool, "transition": plan.transition,

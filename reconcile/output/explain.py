@@ -136,6 +136,8 @@ def _action_line(action: Any) -> str:
         return f"record Event {action.obj.get('reason')}: {action.obj.get('message', '')}"
     if action.verb == "prune":
         return f"delete {len(action.images)} image(s) from the registry: {' '.join(action.images)}"
+    if action.verb == "push":
+        return f"push image index {action.obj.get('image')} to the registry as {action.obj.get('tag')}"
     if action.verb == "patch":
         changes = _annotation_changes(action.patch) or view.change_summary(*view.sides(action))
         return f"patch {what}: {changes}"

@@ -89,10 +89,11 @@ def test_the_pools_architecture_is_that_of_its_nodes_only():
     assert architecture.node_selector(architecture.of_pool(pools[1], pools, nodes).name) == {ARCH: "amd64"}
 
 
-def test_mixed_or_unlabelled_nodes_are_refused_naming_them():
+def test_mixed_nodes_name_every_architecture_and_unlabelled_ones_are_refused_naming_them():
     pools = [pool_with("worker")]
-    with pytest.raises(architecture.Mixed, match=r"amd64: w1; arm64: w2\)"):
-        architecture.of_pool(pools[0], pools, [F.node("w1", "worker"), F.node("w2", "worker", "arm64")])
+    mixed = architecture.of_pool(pools[0], pools, [F.node("w1", "worker"), F.node("w2", "worker", "arm64"),
+                                                   F.node("w3", "worker", "amd64")])
+    assert mixed == architecture.Arch("amd64,arm64", 3) and architecture.split(mixed.name) == ("amd64", "arm64")
     with pytest.raises(architecture.Mixed, match=f"no {ARCH} label: w2"):
         architecture.of_pool(pools[0], pools, [F.node("w1", "worker"), F.node("w2", "worker", "")])
 
@@ -216,11 +217,15 @@ def test_the_build_runs_on_a_node_of_the_pools_architecture(both):
     assert ann(items)[A.ARCH] == "arm64"
 
 
-def test_a_pool_whose_nodes_mix_architectures_is_blocked(both):
+def test_a_pool_whose_nodes_mix_architectures_builds_once_on_a_node_of_each(both):
+    """Once Blocked (one image boots one architecture); now one build per architecture, then one
+    image index (issue 55, tests/unit/test_multiarch.py)."""
     nodes = [F.node("w1", "worker", "arm64"), F.node("w2", "worker", "amd64")]
-    code, items, _ = both.run(world(nodes=nodes))
-    assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
-    assert "not all of one architecture (amd64: w2; arm64: w1)" in ann(items)[A.MESSAGE]
+    code, items, err = both.run(world(nodes=nodes))
+    assert code == 0 and ann(items)[A.STATE] == A.PENDING, err
+    assert sorted(node_selector(o)[ARCH] for o in F.owned(items, "worker") if o["kind"] in ("Pod", "Build")) \
+        == ["amd64", "arm64"]
+    assert ann(items)[A.ARCH] == "amd64,arm64"
 
 
 def test_a_pool_whose_nodes_all_lack_the_arch_label_is_blocked_not_built_anywhere(both):

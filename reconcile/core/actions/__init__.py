@@ -14,8 +14,9 @@ from reconcile.contract import objects
 class Write:
     """One effect of a run. `obj` is the body to create, or the live object to patch or delete;
     `after` is the object as the patch leaves it (what a diff shows). A "prune" deletes `images`
-    from the registry, then patches the pool's image history (`obj`) as `after` shows."""
-    verb: str                      # "create" | "patch" | "delete" | "prune"
+    from the registry, then patches the pool's image history (`obj`) as `after` shows. A "push" puts
+    a mixed pool's image index (`body`) into the registry as `obj` describes it (core/multiarch.py)."""
+    verb: str                      # "create" | "patch" | "delete" | "prune" | "push"
     obj: dict[str, Any]
     patch: tuple[dict[str, Any], ...] = ()
     after: dict[str, Any] | None = None
@@ -24,6 +25,8 @@ class Write:
     forget: tuple[str, ...] = ()
     #: a "prune" with signing on: each deleted image's cosign signature tag goes too
     signatures: bool = False
+    #: a "push": the bytes of the image index
+    body: bytes = b""
 
     @property
     def ref(self) -> str:

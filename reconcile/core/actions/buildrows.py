@@ -33,6 +33,8 @@ def built(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | No
     out = rollout_of(s, s.ann[A.IMAGE], s.ann.get(A.BUILT_CONFIG) or s.d.inputs.rendered_config, False)
     current = s.ann.get(A.MESSAGE, "")
     change = checked(s)
+    if A.ARCH_NODES in s.ann and s.base.get(A.ARCH_NODES) != s.ann[A.ARCH_NODES]:
+        change[A.ARCH_NODES] = s.base[A.ARCH_NODES]     # the nodes were read again: same architecture
     if out.waiting and current != A.one_line(out.waiting):
         change[A.MESSAGE] = A.one_line(out.waiting)
     elif not out.waiting and current.startswith(rollout.WAITING):

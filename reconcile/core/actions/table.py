@@ -17,7 +17,7 @@ from reconcile.contract import annotations as A
 from reconcile.contract import objects
 from reconcile.contract.problem import Problem
 from reconcile.core import desired, patches, signgate, storage
-from reconcile.core.actions import PoolPlan
+from reconcile.core.actions import PoolPlan, indexrows
 from reconcile.core.actions.buildrows import (
     built,
     equivalent,
@@ -49,6 +49,10 @@ ACTIONS: dict[Transition, Callable[[Step, Mapping[str, Any] | None, desired.Mate
     Transition.BLOCKED: lambda s, mc, material: record_blocked(s, s.d.problem),
     Transition.MCO_LABEL: mco_label,
 }
+#: A mixed pool's rows that differ (core/actions/indexrows.py): its builds are one per architecture.
+MIXED = {Transition.START: indexrows.follow, Transition.RETRY: indexrows.follow,
+         Transition.PROGRESS: indexrows.follow, Transition.FAIL: indexrows.follow,
+         Transition.SUCCEED: indexrows.succeed}
 
 
 def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = None,
@@ -67,12 +71,18 @@ def act(d: Decision, now: datetime, machineconfig: Mapping[str, Any] | None = No
                      # a record of a live change goes with any write of the pool's state: LIVE
                      # writes its own, BUILT writes none
                      A.LIVE: None, A.BUILT_CONTENT: None}
+        # recorded with each new build's record (an earlier version's gets it at its next build)
+        if A.ARCH_NODES in step.ann or step.ann.get(A.BUILD) != step.base[A.BUILD]:
+            step.base[A.ARCH_NODES] = clusterfacts.machine_count(d.pool or {})
         if step.ann.get(A.REBUILD):     # the token is in the build id: this build handles the request
             step.base[A.REBUILD_HANDLED] = step.ann[A.REBUILD]
         told = objects.annotations(d.build_obj or {}).get(A.BUILD_STORAGE)
         if told and d.settings.persistent_storage:    # what its build got, if a kill lost the record
             step.base[A.BUILD_STORAGE] = told
-    ACTIONS[d.transition](step, machineconfig, material)
+    if d.parts and d.transition is Transition.SIGN and d.signing.then is Transition.SUCCEED \
+            and d.signing.pod is None:
+        indexrows.push(step)            # the signing Pod signs what the registry holds
+    (MIXED if d.parts else {}).get(d.transition, ACTIONS[d.transition])(step, machineconfig, material)
     if d.transition in signgate.RECORDS and d.settings is not None:
         _record_signed(step)
     if A.MCO_LABEL in step.ann and d.transition not in (Transition.MCO_LABEL, Transition.OPT_OUT):

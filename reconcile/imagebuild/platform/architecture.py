@@ -11,7 +11,11 @@ Which pool a node belongs to follows the MCO (`pkg/helpers/helpers.go`, `ListPoo
 selects nothing; a node selected by one custom pool belongs to it (to `master` if master selects
 it too); by more than one custom pool, to none; else to `master`, else to `worker`.
 
-Pure: (the pool, every pool, the nodes' labels) -> the architecture, or why there is none."""
+A pool whose nodes are of several architectures (amd64 and arm64, say) gets one build per
+architecture and one image index over them (core/multiarch.py): its architecture is written as
+the sorted names joined by commas (`amd64,arm64`), which no GOARCH value contains.
+
+Pure: (the pool, every pool, the nodes' labels) -> the architecture(s), or why there is none."""
 
 from __future__ import annotations
 
@@ -27,17 +31,30 @@ ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
 
 
+#: Between the architectures of a mixed pool, sorted: `amd64,arm64`.
+SEPARATOR = ","
+
+
 class Mixed(ValueError):
-    """The pool's nodes are of more than one architecture, or some or all of them say none: no one
-    image is known to boot them all."""
+    """Some or all of the pool's nodes say no architecture: no image is known to boot them all."""
 
 
 @dataclass(frozen=True)
 class Arch:
-    """`name`: the architecture of every node of the pool; "" when the pool has no nodes yet (the
-    build then runs anywhere, and the pool's first nodes change the build id)."""
+    """`name`: the architecture of every node of the pool, or those of a mixed pool joined by
+    SEPARATOR; "" when the pool has no nodes yet (the build then runs anywhere, and the pool's first
+    nodes change the build id)."""
     name: str
     nodes: int
+
+
+def split(arch: str) -> tuple[str, ...]:
+    """The architectures a recorded or decided `arch` names: one, several (a mixed pool), or none."""
+    return tuple(a for a in arch.split(SEPARATOR) if a)
+
+
+def mixed(arch: str) -> bool:
+    return len(split(arch)) > 1
 
 
 def node_selector(arch: str) -> dict[str, str]:
@@ -105,13 +122,13 @@ def of_pool(pool: Mapping[str, Any], pools: Iterable[Mapping[str, Any]],
         raise Mixed(f"MachineConfigPool {name}: none of its nodes has the label {ARCH_LABEL} "
                     f"({_some(by_arch[''])}), which the kubelet sets: the architecture to build for is "
                     "not known; label them, or check their kubelet")
-    if len(by_arch) > 1 or "" in by_arch:
+    if "" in by_arch:
         found = "; ".join(f"{arch or f'no {ARCH_LABEL} label'}: {_some(names)}"
                           for arch, names in sorted(by_arch.items()))
-        raise Mixed(f"MachineConfigPool {name}: its nodes are not all of one architecture ({found}); "
-                    "one image boots only one: move the nodes of each architecture into a pool of "
-                    "their own")
-    return Arch(next(iter(by_arch), ""), len(mine))
+        raise Mixed(f"MachineConfigPool {name}: some of its nodes have no {ARCH_LABEL} label ({found}), "
+                    "which the kubelet sets: the architectures to build for are not known; label them, "
+                    "or check their kubelet")
+    return Arch(SEPARATOR.join(sorted(by_arch)), len(mine))
 
 
 def _some(names: list[str], limit: int = 3) -> str:

@@ -92,7 +92,16 @@ def needs_streams(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) 
     return bool(_in_scope(pools, only))
 
 
+def machine_count(pool: Mapping[str, Any]) -> str | None:
+    """The MCO's count of the pool's nodes (`status.machineCount`), as recorded with ARCH_NODES."""
+    count = (pool.get("status") or {}).get("machineCount")
+    return str(count) if type(count) is int else None
+
+
 def unrecorded(pools: Iterable[Mapping[str, Any]], only: Iterable[str] = ()) -> frozenset[str]:
-    """The opted-in pools with no architecture recorded: their nodes are read before deciding."""
-    return frozenset(objects.name(p) for p in _in_scope(pools, only)
-                     if not objects.annotations(p).get(A.ARCH))
+    """The opted-in pools with no architecture recorded, or whose node count changed since it was
+    (ARCH_NODES: a node joined or left): their nodes are read before deciding."""
+    def stale(pool: Mapping[str, Any]) -> bool:
+        ann = objects.annotations(pool)
+        return not ann.get(A.ARCH) or (A.ARCH_NODES in ann and ann[A.ARCH_NODES] != machine_count(pool))
+    return frozenset(objects.name(p) for p in _in_scope(pools, only) if stale(p))

@@ -20,12 +20,13 @@ DEADLINE_SECONDS = 600
 
 def render(*, name: str, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str],
            owner: Mapping[str, Any], image: str, keys: tuple[str, ...], signer_image: str,
-           push_secret: str) -> dict[str, Any]:
-    """The Pod that signs `image` (`<repository>@sha256:...`) with the key Secrets `keys`."""
+           push_secret: str, recursive: bool = False) -> dict[str, Any]:
+    """The Pod that signs `image` (`<repository>@sha256:...`) with the key Secrets `keys`;
+    `recursive`: an image index, whose every image is signed too (cosign's `--recursive`)."""
     return templates.render_object("pod-sign.yaml.j2", name=name, namespace=namespace, labels=labels,
                                    annotations=annotations, owner=owner, image=image, keys=list(keys),
                                    signer_image=signer_image, push_secret=push_secret,
-                                   deadline_seconds=DEADLINE_SECONDS)
+                                   recursive=recursive, deadline_seconds=DEADLINE_SECONDS)
 
 
 def _list(obj: Any, key: str) -> list[Any]:

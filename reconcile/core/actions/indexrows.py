@@ -1,0 +1,93 @@
+"""The actions of a mixed pool's build rows (core/multiarch.py): START, RETRY, PROGRESS and FAIL
+make each architecture's missing build object and follow them all (`follow`); SUCCEED pushes the
+image index and records it (`succeed`); before a SIGN of a new index, the index is pushed (`push`),
+since the signing Pod signs what the registry holds. Everything else (REUSE of a whole index is a
+reuse of each part; BUILT, EQUIVALENT, LIVE, SIGN, STAY_FAILED) is the one-architecture row's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile.contract import annotations as A
+from reconcile.contract import objects
+from reconcile.core import desired, images, multiarch
+from reconcile.core.actions import Write
+from reconcile.core.actions.step import Step, apply_rollout, create_missing, record_blocked, rollout_of
+from reconcile.core.decision import MISSING
+from reconcile.core.transitions import Transition
+from reconcile.imagebuild.platform import imageindex
+
+#: What the pool's message says of its build storage: each architecture builds in an emptyDir.
+STORAGE_NOTE = ("build storage: an emptyDir for each architecture's build (a mixed pool keeps no "
+                "build storage volume yet)")
+
+
+def tag(d: Any, part: multiarch.Part) -> str:
+    """Where one architecture's image is pushed: the pool's tag with `-<arch>`; the index takes the
+    pool's tag itself."""
+    return f"{d.settings.repo}:{d.inputs.rendered_config}-{part.arch}"
+
+
+def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """Make the build objects of the architectures that need one (none yet, nothing to reuse, or a
+    transient failure's next attempt), and record the parts' state as one."""
+    d = s.d
+    make = [p for p in d.parts if p.needs_object] if d.transition is not Transition.FAIL else []
+    if make:
+        material = material or desired.Material()
+        if material.problem:
+            return record_blocked(s, material.problem)
+        if mc is None or mc is MISSING:
+            return record_blocked(s, f"MachineConfig {d.inputs.rendered_config} not found")
+        placement = desired.default_placement(d.settings, d.builder)
+        have = {(o.get("kind"), objects.name(o)): o for o in d.current}
+        for part in make:
+            try:
+                want = desired.objects(d.settings, d.pool, part.inputs, d.builder, mc, material,
+                                       part.next_attempt, placement, tag=tag(d, part))
+            except desired.Blocked as err:
+                return record_blocked(s, str(err))
+            create_missing(s.plan, want, have)
+        s.plan.notes.append(STORAGE_NOTE)
+    if d.status is None:
+        message = (f"building for {', '.join(p.arch for p in d.parts)}: one build each, on a node of "
+                   "its architecture, then one image index")
+        s.record(A.PENDING, message)
+    else:
+        s.record(d.status.state, d.status.message)
+    # after the record: a retried architecture's failed attempt, and older builds
+    s.delete(d.stale + tuple(p.build_obj for p in make if p.build_obj is not None))
+
+
+def push(s: Step) -> imageindex.Index:
+    """The index goes into the registry, under the pool's tag, before anything names it."""
+    d = s.d
+    index = multiarch.index_of(d.parts)
+    assert index is not None                        # SUCCEED: every part is described
+    image = f"{d.settings.repo}@{index.digest}"
+    doc = {"apiVersion": "ocl-reconciler.io/v1", "kind": desired.INDEX_KIND,
+           "metadata": {"name": desired.build_name(d.inputs), "namespace": d.settings.namespace},
+           "image": image, "tag": f"{d.settings.repo}:{d.inputs.rendered_config}",
+           "manifests": [{"architecture": p.arch, "image": p.image(d.settings.repo)} for p in d.parts]}
+    s.plan.actions.append(Write("push", doc, body=index.body))
+    return index
+
+
+def succeed(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | None) -> None:
+    """Every architecture has its image: the index is pushed and becomes the pool's image; the
+    history records it and each architecture's image, and which instances it names."""
+    d = s.d
+    index = push(s)
+    image, repo = f"{d.settings.repo}@{index.digest}", d.settings.repo
+    message = "image index of " + "; ".join(
+        f"{p.arch}: {'reused' if p.reused else 'built'} {p.image(repo)}" for p in d.parts)
+    out = rollout_of(s, image, d.inputs.rendered_config, True)
+    s.record(A.SUCCEEDED, "; ".join(m for m in (message, out.waiting) if m), None, **{
+        A.IMAGE: image, A.BUILT_CONFIG: d.inputs.rendered_config,
+        A.IMAGES: multiarch.history(d.pool, d.inputs.build_id, image, d.parts, repo),
+        A.INDEX_INSTANCES: images.with_index(d.pool, index.digest,
+                                             (p.instance.digest for p in d.parts if p.instance))})
+    apply_rollout(s, out)
+    s.delete(d.current + d.stale)

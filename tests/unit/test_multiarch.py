@@ -1,0 +1,215 @@
+"""Pools of mixed architectures (issue 55): one build per architecture on a node of it, one OCI image
+index over their images, partial failure, a change of the pool's architectures, pruning.
+
+Expected values come from the specs and upstream code the modules cite: the OCI image index
+(opencontainers/image-spec image-index.md: `schemaVersion` 2, `mediaType`
+application/vnd.oci.image.index.v1+json, each entry's mediaType, digest, size and platform), the
+digest of a manifest as the sha256 of its bytes (image-spec descriptor.md), cosign's `--recursive`
+(sigstore/cosign cmd/cosign/cli/options/sign.go: "if a multi-arch image is specified, additionally
+sign each discrete image"), the nodes' kubernetes.io/arch label (a GOARCH value). The real registry,
+skopeo and containers/image hold the index in tests/realbuild/test_multiarch_real.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+
+import kubelet
+import pytest
+
+from reconcile.contract import annotations as A
+from reconcile.contract import naming
+from reconcile.core import desired, images
+from reconcile.imagebuild import settings
+from reconcile.imagebuild.platform import architecture, imageindex
+from tests.support import factory as F
+
+ARCH = architecture.ARCH_LABEL
+MIXED_NODES = [F.node("w-amd", "worker", "amd64"), F.node("w-arm", "worker", "arm64")]
+
+
+def world(nodes=MIXED_NODES, pool=None):
+    items = F.cluster(pool or F.pool(), nodes=False) + list(nodes)
+    return counted(items)
+
+
+def counted(items):
+    """The pool's status.machineCount as the MCO keeps it: its nodes."""
+    F.the_pool(items)["status"]["machineCount"] = sum(
+        1 for o in items if o["kind"] == "Node" and "node-role.kubernetes.io/worker" in o["metadata"]["labels"])
+    return items
+
+
+def ann(items):
+    return F.the_pool(items)["metadata"].get("annotations") or {}
+
+
+def builds(items):
+    return sorted((o for o in F.owned(items, "worker") if o["kind"] in ("Pod", "Build")),
+                  key=lambda o: o["metadata"]["name"])
+
+
+def arch_of(obj):
+    return (obj["spec"].get("nodeSelector") or {}).get(ARCH)
+
+
+def by_arch(items):
+    return {arch_of(o): o for o in builds(items)}
+
+
+def single_arch_build_id(items, arch):
+    """The build id a pool of this architecture alone gets from the same cluster: what each
+    architecture's build of a mixed pool must reuse."""
+    s = settings.read(F.NS, {"on-cluster-build-config": F.build_config(),
+                             "machine-config-osimageurl": F.osimageurl()})
+    pool = F.the_pool(items)
+    inp = desired.inputs(s, pool, F.content(pool))
+    return replace(inp, arch=arch).build_id
+
+
+def finish(items, **phases):
+    for arch, obj in by_arch(items).items():
+        if arch in phases:
+            kubelet.set_phase(obj, phases[arch])
+    return items
+
+
+# --- the index, by the image-spec -----------------------------------------------------------------
+
+def instance(arch, n, media=imageindex.INSTANCE_TYPES[0], size=1234, **kw):
+    return imageindex.Instance(arch, "sha256:" + str(n) * 64, media, size, kw.pop("architecture", arch), **kw)
+
+
+def test_the_index_is_an_oci_image_index_naming_each_architecture_and_its_digest_is_its_bytes():
+    index = imageindex.compose([instance("arm64", 2, variant="v8"), instance("amd64", 1)])
+    doc = json.loads(index.body)
+    assert doc["schemaVersion"] == 2 and doc["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    assert doc["manifests"] == [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "1" * 64, "size": 1234,
+         "platform": {"architecture": "amd64", "os": "linux"}},
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "2" * 64, "size": 1234,
+         "platform": {"architecture": "arm64", "os": "linux", "variant": "v8"}}]
+    assert index.digest == "sha256:" + hashlib.sha256(index.body).hexdigest()
+    # the same instances in any order: the same bytes, so a rerun or a rollback pushes the same index
+    assert imageindex.compose([instance("amd64", 1), instance("arm64", 2, variant="v8")]) == index
+
+
+@pytest.mark.parametrize("items, why", [
+    ([instance("amd64", 1)], "two or more"),
+    ([instance("amd64", 1), instance("amd64", 2)], "two or more"),
+    ([instance("amd64", 1), instance("arm64", 2, architecture="amd64")], "says linux/amd64, not linux/arm64"),
+    ([instance("amd64", 1), instance("arm64", 2, os="windows")], "not linux/arm64"),
+    ([instance("amd64", 1), instance("arm64", 2, media=imageindex.MEDIA_TYPE)], "not an image manifest"),
+    ([instance("amd64", 1), instance("arm64", 2, size=0)], "no size"),
+])
+def test_an_index_refuses_what_would_not_boot_its_nodes(items, why):
+    with pytest.raises(imageindex.Unfit, match=why):
+        imageindex.compose(items)
+
+
+# --- a mixed pool, run after run ---------------------------------------------------------------------
+
+def test_a_mixed_pool_builds_once_per_architecture_each_on_a_node_of_it(run_cli):
+    code, items, err = run_cli.run(world())
+    assert code == 0, err
+    found = by_arch(items)
+    assert sorted(found) == ["amd64", "arm64"]
+    for arch, obj in found.items():
+        bid = single_arch_build_id(items, arch)
+        assert obj["metadata"]["labels"][naming.BUILD_ID_LABEL] == bid
+        assert obj["metadata"]["name"] == naming.object_name("build", "worker", bid)
+        env = {e["name"]: e.get("value") for e in obj["spec"]["containers"][0].get("env", [])}
+        assert env.get("TAG", "").endswith(f":{F.the_pool(items)['spec']['configuration']['name']}-{arch}") \
+            or any(f"-{arch}" in str(v) for v in env.values())
+    a = ann(items)
+    assert a[A.STATE] == A.PENDING and a[A.ARCH] == "amd64,arm64"
+    assert a[A.BUILD].startswith(f"ImageIndex/{F.NS}/ocl-index-worker-")
+    assert "building for amd64, arm64" in a[A.MESSAGE]
+
+
+def test_one_architecture_failing_fails_the_pool_naming_it_and_keeps_its_image(run_cli):
+    _, items, _ = run_cli.run(world())
+    finish(items, amd64="Succeeded", arm64="Failed")
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    a = ann(items)
+    assert a[A.STATE] == A.FAILED and A.IMAGE not in a
+    assert a[A.MESSAGE].startswith("no image index: arm64: build Pod/")
+    assert "amd64" not in a[A.MESSAGE].split("no image index: ")[1].split(":")[0]
+    assert len(builds(items)) == 2                 # kept for debugging; amd64's reused next time
+
+
+def test_a_transient_failure_retries_that_architecture_alone(run_cli):
+    _, items, _ = run_cli.run(world())
+    arm = by_arch(items)["arm64"]
+    finish(items, amd64="Succeeded", arm64="Evicted")
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    names = sorted(o["metadata"]["name"] for o in builds(items))
+    bid = arm["metadata"]["labels"][naming.BUILD_ID_LABEL]
+    assert naming.object_name("build2", "worker", bid) in names
+    assert arm["metadata"]["name"] not in names                     # its failed attempt went
+    assert by_arch(items)["amd64"].get("status", {}).get("phase") == "Succeeded"   # untouched
+    assert "arm64: attempt 2 of 3" in ann(items)[A.MESSAGE]
+
+
+def test_every_architecture_built_makes_one_index_the_pool_records_then_nothing_is_written(run_cli):
+    _, items, _ = run_cli.run(world())
+    digests = {arch: kubelet.digest_for(o["metadata"]["name"]) for arch, o in by_arch(items).items()}
+    finish(items, amd64="Succeeded", arm64="Succeeded")
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    a = ann(items)
+    index = imageindex.compose([imageindex.Instance(arch, d, imageindex.INSTANCE_TYPES[0], 1, arch)
+                                for arch, d in digests.items()])      # a snapshot run reads no registry
+    assert a[A.STATE] == A.SUCCEEDED and a[A.IMAGE] == f"{F.REPO}@{index.digest}"
+    history = images.entries(F.the_pool(items))
+    assert history[0] == (a[A.BUILD].rsplit("-", 1)[1], a[A.IMAGE])
+    assert {(single_arch_build_id(items, arch), f"{F.REPO}@{d}") for arch, d in digests.items()} <= set(history)
+    assert images.indexed(F.the_pool(items)) == {index.digest: tuple(digests[a] for a in sorted(digests))}
+    assert not builds(items)
+    code, again, err = run_cli.run(items)
+    assert code == 0 and again == items, err           # converged: zero writes
+
+
+def test_a_new_architecture_builds_only_itself_and_a_pool_back_to_one_architecture_reuses_its_image(run_cli):
+    _, items, _ = run_cli.run(world(nodes=MIXED_NODES[:1]))
+    (amd,) = builds(items)
+    finish(items, amd64="Succeeded")
+    _, items, _ = run_cli.run(items)
+    single = ann(items)[A.IMAGE]
+    code, again, err = run_cli.run(items)
+    assert again == items, err                             # steady: nothing listed, nothing written
+    items = counted(items + [MIXED_NODES[1]])              # an arm64 node joins the pool
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert [arch_of(o) for o in builds(items)] == ["arm64"]   # amd64's image is in the history
+    assert f"amd64: reusing {single}" in ann(items)[A.MESSAGE]
+    finish(items, arm64="Succeeded")
+    _, items, _ = run_cli.run(items)
+    assert ann(items)[A.STATE] == A.SUCCEEDED and ann(items)[A.IMAGE] != single
+    items = counted([o for o in items if o["metadata"]["name"] != "w-arm"])   # the last arm64 node leaves
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    assert ann(items)[A.IMAGE] == single and ann(items)[A.ARCH] == "amd64" and not builds(items)
+
+
+def test_pruning_never_deletes_an_instance_a_kept_index_names():
+    index, inst = f"{F.REPO}@sha256:{'a' * 64}", f"{F.REPO}@sha256:{'b' * 64}"
+    old = f"{F.REPO}@sha256:{'c' * 64}"
+    pool = F.pool()
+    pool["metadata"]["annotations"] = {
+        A.IMAGES: f"idx={index} other={f'{F.REPO}@sha256:' + 'd' * 64} arm={inst} gone={old}",
+        A.INDEX_INSTANCES: f"sha256:{'a' * 64}=sha256:{'b' * 64}"}
+    (plan,) = images.plan([pool], [], keep=2, repo=F.REPO)
+    assert plan.delete == (old,) and plan.protected == (inst,)
+
+
+def test_the_signing_pod_of_an_index_signs_every_image_it_names():
+    from reconcile.imagebuild.signing import signer
+    common = dict(name="s", namespace=F.NS, labels={}, annotations={}, owner={}, image=f"{F.REPO}@sha256:{'a' * 64}",
+                  keys=("k",), signer_image="cosign", push_secret="push")
+    args = signer.render(**common, recursive=True)["spec"]["containers"][0]["args"]
+    assert "--recursive" in args and args[-1] == common["image"]
+    assert "--recursive" not in signer.render(**common)["spec"]["containers"][0]["args"]
