@@ -11,6 +11,8 @@
 #                      Unset, not writable by this uid (a volume without fsGroup applied), or vfs on
 #                      a filesystem without reflink (below): the storage is under $HOME and goes with
 #                      the Pod.
+#   BUILD_PLATFORM     optional: linux/<arch>, a build under emulation (settings emulatedArchitectures)
+#                      on a node of another architecture: buildah build --platform.
 # A build that fails for want of space says so in its termination message: "build storage full: ...".
 set -eu
 # $HOME is the Pod's emptyDir and starts empty, but the context directory may be a used one (a test
@@ -229,7 +231,7 @@ prune_storage() {
 }
 
 built=0
-buildah_ build "$@" ${policy:+"$policy"} \
+buildah_ build "$@" ${policy:+"$policy"} ${BUILD_PLATFORM:+--platform "$BUILD_PLATFORM"} \
   --cert-dir "$REGISTRY_CERT_DIR" \
   --storage-driver "$driver" \
   --isolation "$BUILDAH_ISOLATION" \

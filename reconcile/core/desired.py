@@ -278,12 +278,13 @@ def _encoded(machineconfig: Mapping[str, Any], inp: BuildInputs) -> str:
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
             machineconfig: Mapping[str, Any], material: Material | None = None,
             attempt: int = 1, placement: storage.Placement | None = None,
-            tag: str = "") -> list[dict[str, Any]]:
+            tag: str = "", runs_on: str = "") -> list[dict[str, Any]]:
     """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
     `placement`: its storage and disk (core/storage/; default: `default_placement`); `tag`: where
     the image is pushed (default `<repo>:<rendered config>`; one architecture's build of a mixed
-    pool adds `-<arch>`, core/multiarch.py). The build object records its disk figures and its
-    storage. Raises Blocked."""
+    pool adds `-<arch>`, core/multiarch.py); `runs_on`: the architecture of the node it runs on, when
+    not the one it builds for (emulatedArchitectures). The build object records its disk figures and
+    its storage. Raises Blocked."""
     material = material or Material()
     placement = placement or default_placement(settings, builder)
     encoded = _encoded(machineconfig, inp)
@@ -328,7 +329,8 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
         containers_configmap=containers_cm[0]["metadata"]["name"] if containers_cm else None,
         containers_files=tuple(sorted(containers)),
         # one build object, of one architecture (a mixed pool's: one of these each, core/multiarch.py)
-        node_selector=architecture.node_selector(inp.arch),
+        node_selector=architecture.node_selector(runs_on or inp.arch),
+        platform=f"linux/{inp.arch}" if runs_on and runs_on != inp.arch else "",
         resources=disk.resources(settings, placement.disk), deadline_seconds=settings.build_timeout,
         storage_claim=placement.claim, storage_mount=storage.MOUNT if placement.claim else "")
     # immutable and content-addressed: never patched, replaced when their hash is not the one wanted

@@ -128,12 +128,37 @@ def simulated(part: Part, image: str) -> imageindex.Instance:
                                SIMULATED_SIZE, part.arch)
 
 
+def runs_on(part: Part, items: Iterable[Part], emulated: frozenset[str]) -> str:
+    """The architecture of the node a part's build runs on: its own, or for an architecture the
+    settings build under emulation (emulatedArchitectures), the first of the pool's that is not
+    emulated. Raises desired.Blocked when every one is."""
+    if part.arch not in emulated:
+        return part.arch
+    native = [p.arch for p in items if p.arch not in emulated]
+    if not native:
+        raise desired.Blocked(f"emulatedArchitectures names every architecture of the pool "
+                              f"({', '.join(p.arch for p in items)}): an emulated build runs on a node of "
+                              "another of the pool's architectures; leave one out")
+    return native[0]
+
+
 def index_of(items: Iterable[Part]) -> imageindex.Index | None:
     """The index, once every part's image is described. Raises imageindex.Unfit."""
     items = list(items)
     if not all(p.instance is not None for p in items):
         return None
     return imageindex.compose(p.instance for p in items)
+
+
+def state(p: Part) -> str:
+    """The architecture's build state, one of the pool states (metrics: `ocl_architecture_builds`)."""
+    if p.reused:
+        return A.SUCCEEDED
+    if p.status is None:
+        return A.PENDING
+    if p.status.state == A.FAILED and not p.failed:
+        return A.PENDING                        # its next attempt is made this run
+    return p.status.state
 
 
 def _said(p: Part, repo: str) -> str:

@@ -98,6 +98,11 @@ STORAGE_KEY, STORAGE_CLASS, STORAGE_SIZE = "buildStorage", "buildStorageClass", 
 STORAGE_EMPTYDIR, STORAGE_PERSISTENT = "emptyDir", "persistent"
 STORAGE_MODES = (STORAGE_EMPTYDIR, STORAGE_PERSISTENT)
 BUILD_TIMEOUT_KEY, DEFAULT_BUILD_TIMEOUT = "buildTimeoutSeconds", 7200
+#: the architectures a mixed pool's builds may make under emulation, on a node of another of the
+#: pool's architectures (core/multiarch.py): opt-in, none by default (docs/admin.md, "Pools of mixed
+#: architectures": a build 5 to 20 times as long; the node needs qemu-user-static in binfmt_misc)
+EMULATED_KEY = "emulatedArchitectures"
+_GOARCH = re.compile(r"^[a-z0-9]+$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
@@ -122,6 +127,8 @@ class Settings:
     #: the build's requests and limits ({"requests": {...}, "limits": {...}}) and deadline
     build_resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _resources({}))
     build_timeout: int = DEFAULT_BUILD_TIMEOUT
+    #: EMULATED_KEY: architectures built under emulation (custom-pod-builder only)
+    emulated: frozenset[str] = frozenset()
     rollout_gate: str = GATE_HOLD
     hold_timeout: int = DEFAULT_HOLD_TIMEOUT
     #: key `waitDeadline` in seconds (0: no waiting), None when unset (`run --wait` decides)
@@ -258,12 +265,26 @@ def read(namespace: str, configmaps: Mapping[str, Mapping[str, Any] | None]) -> 
         extensions_image=ext, release_version=release, buildah_image=buildah,
         custom_dockerfiles=dict(_data(configmaps.get(CUSTOM_DOCKERFILE))), rollout=rollout,
         build_resources=_resources(build), build_timeout=_timeout(build),
-        rollout_gate=gate, live_changes=live, signing_secrets=signers, signer_image=signer,
+        emulated=_emulated(build, builder), rollout_gate=gate, live_changes=live, signing_secrets=signers,
+        signer_image=signer,
         hold_timeout=_duration(build, "holdTimeout", DEFAULT_HOLD_TIMEOUT),
         wait_deadline=_wait(build),
         explicit=frozenset(k for k in (*BUILD_RESOURCES, STORAGE_KEY) if str(build.get(k) or "").strip()),
         **_storage(build, builder),
     )
+
+
+def _emulated(build: Mapping[str, str], builder: str) -> frozenset[str]:
+    listed = [a.strip() for a in str(build.get(EMULATED_KEY) or "").split(",") if a.strip()]
+    bad = [a for a in listed if not _GOARCH.match(a)]
+    if bad:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {EMULATED_KEY!r}: {bad[0]!r} is not an "
+                            "architecture as nodes name it (kubernetes.io/arch: amd64, arm64, s390x, "
+                            "ppc64le)")
+    if listed and builder != CUSTOM_POD_BUILDER:
+        raise SettingsError(f"ConfigMap {BUILD_CONFIG}: key {EMULATED_KEY!r} needs imageBuilderType "
+                            f"{CUSTOM_POD_BUILDER} (an OpenShift Build cannot build for another platform)")
+    return frozenset(listed)
 
 
 def _storage(build: Mapping[str, str], builder: str) -> dict[str, str]:

@@ -56,6 +56,18 @@ def _live_build(d: decision.Decision | None) -> dict[str, Any] | None:
             "transient": bool(status and status.transient)}
 
 
+def _parts(d: decision.Decision | None) -> list[dict[str, Any]]:
+    """A mixed pool's builds, one per architecture (core/multiarch.py); [] for a pool of one."""
+    if d is None or not d.parts or d.settings is None:
+        return []
+    return [{"architecture": p.arch, "buildId": p.build_id, "attempt": p.attempt,
+             "object": objects.ref(p.build_obj) if p.build_obj is not None else None,
+             "phase": _phase(p.build_obj) or None, "state": p.status.state if p.status else None,
+             "message": p.status.message if p.status else "",
+             "reusing": p.candidate if p.reused else None, "image": p.image(d.settings.repo),
+             "toBuild": p.needs_object} for p in d.parts]
+
+
 def _what_changed(d: decision.Decision, ref: str) -> str:
     """Why the recorded build is not the current one, as far as the pool's record can tell (the
     build id is a hash: what it hashed is not kept, only the rendered config and rebuild token)."""
@@ -193,6 +205,7 @@ def explain(name: str, pool: Mapping[str, Any] | None, d: decision.Decision | No
             "osStream": _stream(d.pool or {}, pools, inp), "baseImage": inp.base_image,
             "extensionsImage": inp.extensions_image or None},
         "liveBuild": _live_build(d),
+        "architectures": _parts(d),
         "rollout": _rollout(name, pool, d, plan),
         "strays": [{"name": s.name, "why": s.why} for s in strays],
         "gate": _gate(pool, plan),
@@ -293,6 +306,12 @@ def _build_rollout_gate(report: Mapping[str, Any]) -> list[str]:
         out.append(_row("live object", "none" if live is None else
                         f"{live['kind']} {live['name']}: phase {live['phase'] or '-'}, state {live['state']}"
                         + (f": {live['message']}" if live["message"] else "")))
+        for part in report["architectures"]:
+            said = (f"reusing {part['reusing']}" if part["reusing"] else
+                    f"{part['object']}: phase {part['phase'] or '-'}, state {part['state']}"
+                    + (f": {part['message']}" if part["message"] else "") if part["object"] else
+                    "to build" if part["toBuild"] else "-")
+            out.append(_row(f"  {part['architecture']}", f"build id {part['buildId']}: {said}"))
     roll = report.get("rollout")
     if roll:
         out.append(f"the rollout (MachineConfig {roll['machineConfig']})\n")

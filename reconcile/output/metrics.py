@@ -90,6 +90,7 @@ def collect(result: RunOutcome, requests: Mapping[tuple[str, str], int], seconds
 
     registry = CollectorRegistry()
     _builds(registry, result.outcomes)
+    _architectures(registry, result.outcomes)
     _gate(registry, result.outcomes, finished)
     _live(registry, result.outcomes)
     _build_durations(registry, durations)
@@ -108,6 +109,17 @@ def _builds(registry: Any, outcomes: Sequence[PoolOutcome]) -> None:
         if outcome.plan.state_after:
             for state in A.STATES:
                 builds.labels(outcome.plan.pool, state).set(1 if outcome.plan.state_after == state else 0)
+
+
+def _architectures(registry: Any, outcomes: Sequence[PoolOutcome]) -> None:
+    """A mixed pool's builds, one per architecture (core/multiarch.py), as `ocl_builds` has pools."""
+    from prometheus_client import Gauge
+    builds = Gauge("ocl_architecture_builds", "A mixed pool's builds by architecture and state (1 = in "
+                   "that state)", ["pool", "architecture", "state"], registry=registry)
+    for outcome in outcomes:
+        for arch, state in sorted(outcome.plan.architectures.items()):
+            for each in (A.PENDING, A.BUILDING, A.SUCCEEDED, A.FAILED):
+                builds.labels(outcome.plan.pool, arch, each).set(1 if state == each else 0)
 
 
 def _gate(registry: Any, outcomes: Sequence[PoolOutcome], finished: datetime) -> None:

@@ -38,7 +38,7 @@ def rules(tmp_path):
 def test_promtool_accepts_the_rules(promtool, rules):
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "8 rules found" in out.stdout
+    assert "9 rules found" in out.stdout
 
 
 # Each alert: series under which it fires (after `at`) and under which it stays silent.
@@ -55,6 +55,17 @@ TESTS = [
                               "summary": "MachineConfigPool worker is Failed",
                               "description": "ocl-reconcile status, or oc get mcp/worker -o jsonpath="
                                              "'{.metadata.annotations.ocl-reconciler\\.io/message}'"}}]}]},
+    {"interval": "1m",
+     "input_series": [{"series": 'ocl_architecture_builds{pool="worker",architecture="arm64",state="Failed"}',
+                       "values": "1x20"},
+                      {"series": 'ocl_architecture_builds{pool="worker",architecture="amd64",state="Failed"}',
+                       "values": "0x20"}],
+     "alert_rule_test": [
+         {"eval_time": "5m", "alertname": "OclArchitectureBuildFailed", "exp_alerts": []},
+         {"eval_time": "15m", "alertname": "OclArchitectureBuildFailed",
+          "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "worker", "architecture": "arm64"},
+                          "exp_annotations": {"summary": "the arm64 build of MachineConfigPool worker failed",
+                                              "description": "ocl-reconcile explain worker"}}]}]},
     {"interval": "1m",
      # pushed at t=0 (timestamp 0) and not again: 15 minutes later it fires; pushed every 5 minutes: never
      "input_series": [{"series": 'ocl_last_run_timestamp_seconds{job="ocl-reconciler"}', "values": "0x30"}],

@@ -213,3 +213,57 @@ def test_the_signing_pod_of_an_index_signs_every_image_it_names():
     args = signer.render(**common, recursive=True)["spec"]["containers"][0]["args"]
     assert "--recursive" in args and args[-1] == common["image"]
     assert "--recursive" not in signer.render(**common)["spec"]["containers"][0]["args"]
+
+
+def test_metrics_and_explain_show_each_architectures_build(run_cli, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+    metrics = tmp_path / "ocl.prom"
+    _, items, _ = run_cli.run(world())
+    finish(items, amd64="Succeeded", arm64="Failed")
+    code, after, err = run_cli.run(items, "--metrics-file", str(metrics))
+    assert code == 0, err
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for family in text_string_to_metric_families(metrics.read_text()) for s in family.samples}
+    arch = "ocl_architecture_builds"
+    assert got[(arch, (("architecture", "arm64"), ("pool", "worker"), ("state", "Failed")))] == 1
+    assert got[(arch, (("architecture", "amd64"), ("pool", "worker"), ("state", "Succeeded")))] == 1
+    assert got[(arch, (("architecture", "amd64"), ("pool", "worker"), ("state", "Failed")))] == 0
+    code, out, err = run_cli.on(items, "explain", "worker", "-o", "json")
+    report = json.loads(out)
+    parts = {p["architecture"]: p for p in report["architectures"]}
+    assert sorted(parts) == ["amd64", "arm64"] and parts["arm64"]["state"] == A.FAILED
+    assert parts["amd64"]["buildId"] == single_arch_build_id(items, "amd64")
+    code, out, err = run_cli.on(items, "explain", "worker")
+    assert "  arm64" in out and "state Failed" in out
+
+
+def test_an_emulated_architecture_builds_on_a_node_of_another_for_its_platform(run_cli):
+    """emulatedArchitectures (off by default): the arm64 build runs where amd64 nodes are, with
+    buildah's --platform linux/arm64 (build-pod.sh BUILD_PLATFORM)."""
+    items = world()
+    (cm,) = [o for o in items if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "on-cluster-build-config"]
+    cm["data"]["emulatedArchitectures"] = "arm64"
+    code, items, err = run_cli.run(items)
+    assert code == 0, err
+    pods = {o["metadata"]["labels"][naming.BUILD_ID_LABEL]: o for o in builds(items)}
+    arm = pods[single_arch_build_id(items, "arm64")]
+    amd = pods[single_arch_build_id(items, "amd64")]
+    env = {e["name"]: e.get("value") for e in arm["spec"]["containers"][0]["env"]}
+    assert arch_of(arm) == "amd64" and env["BUILD_PLATFORM"] == "linux/arm64"
+    assert "BUILD_PLATFORM" not in {e["name"] for e in amd["spec"]["containers"][0]["env"]}
+    script = arm["spec"]["containers"][0]["command"][2]
+    assert '${BUILD_PLATFORM:+--platform "$BUILD_PLATFORM"}' in script
+
+
+@pytest.mark.parametrize("value, builder, why", [
+    ("arm 64", "custom-pod-builder", "is not an architecture"),
+    ("arm64", "openshift-image-builder", "needs imageBuilderType custom-pod-builder"),
+])
+def test_a_bad_emulated_architectures_setting_blocks_naming_the_key(run_cli, monkeypatch, value, builder, why):
+    monkeypatch.setattr(F, "BUILDER", builder)
+    items = world()
+    (cm,) = [o for o in items if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "on-cluster-build-config"]
+    cm["data"]["emulatedArchitectures"] = value
+    code, items, _ = run_cli.run(items)
+    assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
+    assert "emulatedArchitectures" in ann(items)[A.MESSAGE] and why in ann(items)[A.MESSAGE]

@@ -57,6 +57,8 @@ class PoolPlan:
     #: its record once the plan is carried out (`held`, ...; "") with its time (metrics).
     hold: str = ""
     gate: str = ""
+    #: a mixed pool (core/multiarch.py): each architecture's build state after this run
+    architectures: dict[str, str] = field(default_factory=dict)
     gate_since: str = ""
 
     @property

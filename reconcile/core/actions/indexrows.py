@@ -46,11 +46,16 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
         for part in make:
             try:
                 want = desired.objects(d.settings, d.pool, part.inputs, d.builder, mc, material,
-                                       part.next_attempt, placement, tag=tag(d, part))
+                                       part.next_attempt, placement, tag=tag(d, part),
+                                       runs_on=multiarch.runs_on(part, d.parts, d.settings.emulated))
             except desired.Blocked as err:
                 return record_blocked(s, str(err))
             create_missing(s.plan, want, have)
         s.plan.notes.append(STORAGE_NOTE)
+        s.plan.notes += [f"{p.arch}: built under emulation (emulatedArchitectures) on a node of "
+                         f"{multiarch.runs_on(p, d.parts, d.settings.emulated)}"
+                         for p in make if p.arch in d.settings.emulated]
+    s.plan.architectures = {p.arch: multiarch.state(p) for p in d.parts}
     if d.status is None:
         message = (f"building for {', '.join(p.arch for p in d.parts)}: one build each, on a node of "
                    "its architecture, then one image index")
@@ -80,6 +85,7 @@ def succeed(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | 
     history records it and each architecture's image, and which instances it names."""
     d = s.d
     index = push(s)
+    s.plan.architectures = {p.arch: A.SUCCEEDED for p in d.parts}
     image, repo = f"{d.settings.repo}@{index.digest}", d.settings.repo
     message = "image index of " + "; ".join(
         f"{p.arch}: {'reused' if p.reused else 'built'} {p.image(repo)}" for p in d.parts)

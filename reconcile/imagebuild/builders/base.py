@@ -40,6 +40,9 @@ class BuildContext:
     containers_files: tuple[str, ...] = ()
     #: where the build may run: the pool's architecture (imagebuild/platform/architecture.py); {} = anywhere
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    #: a build under emulation (settings emulatedArchitectures): the platform buildah builds for,
+    #: `linux/<arch>`, on a node of another architecture; "" for a native build
+    platform: str = ""
     #: requests and limits, and the deadline in seconds (settings: the same for both builders)
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     deadline_seconds: int = 0
