@@ -370,6 +370,37 @@ def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: fl
     raise RegistryError(f"{image}: a manifest list inside a manifest list")
 
 
+def platforms(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
+              ctx: ssl.SSLContext | None = None) -> tuple[str, ...]:
+    """The architectures (GOARCH names, linux only) an image offers: its manifest list's or index's
+    entries, or the one its config says. By tag or digest. Raises RegistryError."""
+    try:
+        ref = imageref.parse(image)
+    except imageref.InvalidReference as err:
+        raise RegistryError(str(err)) from None
+    host, path = auth.host_and_path(ref.repo)
+    wanted = ref.digest or ref.tag or "latest"
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{wanted}", image, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status >= 300:
+        raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
+    doc = _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
+    listed = doc.get("manifests")
+    if isinstance(listed, list):
+        return tuple(sorted({str(m["platform"].get("architecture")) for m in listed if isinstance(m, dict)
+                             and isinstance(m.get("platform"), dict) and m["platform"].get("os") == "linux"}))
+    config = doc.get("config")
+    blob = config.get("digest") if isinstance(config, dict) else None
+    if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
+        raise RegistryError(f"{image}: its manifest names no image config")
+    status, _, raw = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
+                           f"{host}/{path}")
+    if status >= 300:
+        raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
+    arch = _served(raw, image, "config blob", blob).get("architecture")
+    return (str(arch),) if arch else ()
+
+
 class Client:
     """What a run talks to the registry with: credentials read once, when first needed, and
     every request bounded by the run's deadline (monotonic clock)."""
@@ -418,6 +449,9 @@ class Client:
 
     def signatures(self, image: str) -> list[signatures.Signature] | None:
         return signatures_of(image, *self._ready(image))
+
+    def platforms(self, image: str) -> tuple[str, ...]:
+        return platforms(image, *self._ready(image))
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))

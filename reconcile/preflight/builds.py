@@ -4,10 +4,13 @@ admission judges it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from reconcile.contract import objects
 from reconcile.core import storage
 from reconcile.imagebuild import auth, settings
+from reconcile.imagebuild.platform import architecture
 from reconcile.imagebuild.settings import Settings
 from reconcile.preflight.access import BUILDER_SCC
 from reconcile.preflight.facts import ENFORCE, Facts
@@ -35,6 +38,75 @@ def check_build_storage(f: Facts) -> list[Line]:
     how = settings.STORAGE_CLASS if found.storage_class else "the cluster's default"
     return [(OK, f"{settings.STORAGE_KEY}: persistent: each pool's build storage is a volume of StorageClass "
                  f"{use} ({how})")]
+
+
+#: taints that keep a build Pod (which tolerates none) off a node
+_NO_SCHEDULE = ("NoSchedule", "NoExecute")
+
+
+def _schedulable(node: Mapping[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or [] if isinstance(c, Mapping))
+    return ready and not spec.get("unschedulable") and not any(
+        isinstance(t, Mapping) and t.get("effect") in _NO_SCHEDULE for t in spec.get("taints") or [])
+
+
+def _offers(f: Facts, image: str, arch: str, what: str) -> Line | None:
+    """A FAIL or WARN line when `image` does not offer `arch`, else None."""
+    offered = f.platforms.get(image)
+    if isinstance(offered, str):
+        return (WARN, f"{arch}: cannot tell whether the {what} {image} offers linux/{arch}: {offered}",
+                "check that the pull Secret may read it")
+    if offered is not None and arch not in offered:
+        return (FAIL, f"{arch}: the {what} {image} offers {', '.join(offered) or 'no architecture'}, not "
+                      f"linux/{arch}", f"use a {what} built for {arch} too (a manifest list)")
+    return None
+
+
+def check_architectures(f: Facts) -> list[Line]:
+    """Each mixed pool's architectures (core/multiarch.py): a schedulable node of each (Ready, not
+    cordoned, no NoSchedule taint: our build Pod tolerates none), or the emulation the settings ask
+    for; the base image and the builder image offering it."""
+    s = f.settings
+    if not isinstance(s, Settings):
+        return []
+    if not f.architectures:
+        return [(OK, "no pool of mixed architectures: each pool builds on a node of its own")]
+    if f.nodes is None:
+        return [(WARN, f"cannot list the nodes: {f.nodes_error}",
+                 "run preflight as a user who may list nodes")]
+    out: list[Line] = []
+    for pool, (archs, base) in sorted(f.architectures.items()):
+        native = [a for a in archs if a not in s.emulated]
+        for arch in archs:
+            runs_on = arch if arch in native else (native[0] if native else "")
+            nodes = [n for n in f.nodes if objects.labels(n).get(architecture.ARCH_LABEL) == runs_on
+                     and _schedulable(n)] if runs_on else []
+            problems = [line for line in (
+                _offers(f, base, arch, "base image"),
+                _offers(f, s.buildah_image, runs_on, "builder image")
+                if s.builder_type == settings.CUSTOM_POD_BUILDER and runs_on else None) if line]
+            if not runs_on:
+                out.append((FAIL, f"MachineConfigPool {pool}: {arch}: {settings.EMULATED_KEY} names every "
+                                  "architecture of the pool: no node to run its builds on",
+                            f"leave one architecture out of {settings.EMULATED_KEY}"))
+            elif not nodes:
+                fix = (f"add a schedulable {runs_on} node" if arch in s.emulated else
+                       f"add a schedulable {arch} node, or build it under emulation: "
+                       f"{settings.EMULATED_KEY}: {arch} in ConfigMap {settings.BUILD_CONFIG} (a build "
+                       "several times as long; the nodes need qemu-user-static in binfmt_misc)")
+                out.append((FAIL, f"MachineConfigPool {pool}: {arch}: no schedulable {runs_on} node: its "
+                                  "build would stay Pending", fix))
+            elif arch in s.emulated:
+                out.append((WARN, f"MachineConfigPool {pool}: {arch}: built under emulation on "
+                                  f"{len(nodes)} schedulable {runs_on} node(s) ({settings.EMULATED_KEY}): "
+                                  "several times as long, and only where qemu-user-static is in binfmt_misc",
+                            "check `cat /proc/sys/fs/binfmt_misc/qemu-*` on those nodes"))
+            else:
+                out.append((OK, f"MachineConfigPool {pool}: {arch}: {len(nodes)} schedulable node(s)"))
+            out += [(level, f"MachineConfigPool {pool}: {text}", *fix) for level, text, *fix in problems]
+    return out
 
 
 def _in_cluster_only(host: str) -> bool:

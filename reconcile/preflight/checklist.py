@@ -21,6 +21,7 @@ CHECKS: dict[str, Callable[[Facts], list[Line]]] = {
     "builder-account": access.check_builder_account,
     "build-storage": builds.check_build_storage,
     "registry": builds.check_registry,
+    "architectures": builds.check_architectures,
     "openshift-version": openshift.check_openshift_version,
     "mco-builder": openshift.check_mco_builder,
     "pools": pools.check_pools,

@@ -89,6 +89,13 @@ class Facts:
     image_policies_error: str = ""
     rendered_policies: dict[str, str] = field(default_factory=dict)
     rendered_policy_errors: dict[str, str] = field(default_factory=dict)
+    #: mixed pools (core/multiarch.py): pool -> its architectures and the base image its builds
+    #: start from; the nodes (read only when there is one: None otherwise), and for each image they
+    #: pull (base, builder) the architectures it offers, or why that could not be read
+    architectures: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    nodes: list[Mapping[str, Any]] | None = None
+    nodes_error: str = ""
+    platforms: dict[str, tuple[str, ...] | str] = field(default_factory=dict)
 
     def reconciler(self) -> str:
         """Our ServiceAccount, as the lines name it."""

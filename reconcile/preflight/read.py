@@ -124,7 +124,34 @@ def gather(cluster: live.LiveCluster, namespace: str, ca_file: str | None, now: 
         f.image_policies, f.image_policies_error = _read(lambda: _image_policies(cluster))
         _rendered_policies(cluster, f)
         _plan(cluster, reconciler or cluster, seen, now, f)
+        _architectures(cluster, f)
     return f
+
+
+def _architectures(cluster: live.LiveCluster, f: Facts) -> None:
+    """With a mixed pool only: the nodes (one LIST) and, with the pull Secret's credentials, which
+    architectures the images its builds pull offer (a GET of each manifest, and of an image's config)."""
+    if not f.architectures:
+        return
+    found, f.nodes_error = _read(lambda: cluster.list("Node", None))
+    f.nodes = None if f.nodes_error else list(found or [])
+    s, secret = f.settings, f.secrets.get("baseImagePullSecretName")
+    assert isinstance(s, Settings)
+    wanted = sorted({base for _, base in f.architectures.values()}
+                    | ({s.buildah_image} if s.builder_type == settings.CUSTOM_POD_BUILDER else set()))
+    try:
+        auths = auth.auths(secret) if secret is not None else None
+    except auth.AuthError:
+        auths = None
+    for image in wanted:
+        if auths is None:
+            f.platforms[image] = "the pull Secret could not be read (the pull-secret line)"
+            continue
+        client = registry.Client(lambda: auths, cluster.deadline, ca_file=f.registry_ca)
+        try:
+            f.platforms[image] = client.platforms(image)
+        except registry.RegistryError as err:
+            f.platforms[image] = str(err)
 
 
 def _image_policies(cluster: live.LiveCluster) -> list[dict[str, Any]]:
@@ -252,6 +279,8 @@ def _plan(cluster: live.LiveCluster, asker: live.LiveCluster, seen: observe.Obse
         return
     blocked = {p.pool: p.message for p in plans or [] if p.blocked}
     for name, d in sorted(planner.decided.items()):
+        if d.parts:
+            f.architectures[name] = (tuple(p.arch for p in d.parts), d.inputs.base_image)
         # decided to build but blocked by what the build needs (a Secret): as the run records it
         f.decisions[name] = ((d.transition.name, d.problem) if d.problem or name not in blocked
                              else (transitions.Transition.BLOCKED.name, blocked[name]))

@@ -267,3 +267,39 @@ def test_a_bad_emulated_architectures_setting_blocks_naming_the_key(run_cli, mon
     code, items, _ = run_cli.run(items)
     assert code == 2 and ann(items)[A.STATE] == A.BLOCKED
     assert "emulatedArchitectures" in ann(items)[A.MESSAGE] and why in ann(items)[A.MESSAGE]
+
+
+# --- preflight ---------------------------------------------------------------------------------
+
+def ready(node, **spec):
+    node = dict(node, spec=spec, status={"conditions": [{"type": "Ready", "status": "True"}]})
+    return node
+
+
+@pytest.mark.parametrize("nodes, emulated, platforms, want", [
+    ([ready(MIXED_NODES[0]), ready(MIXED_NODES[1])], "", ("amd64", "arm64"),
+     {("ok", "amd64: 1 schedulable node(s)"), ("ok", "arm64: 1 schedulable node(s)")}),
+    # cordoned, or tainted NoSchedule: the build Pod tolerates no taint (kubernetes scheduler's
+    # NodeUnschedulable and TaintToleration plugins)
+    ([ready(MIXED_NODES[0]), ready(MIXED_NODES[1], unschedulable=True)], "", ("amd64", "arm64"),
+     {("ok", "amd64: 1 schedulable node(s)"), ("fail", "arm64: no schedulable arm64 node")}),
+    ([ready(MIXED_NODES[0]), ready(MIXED_NODES[1], taints=[{"key": "k", "effect": "NoSchedule"}])], "",
+     ("amd64", "arm64"), {("ok", "amd64: 1 schedulable node(s)"), ("fail", "arm64: no schedulable arm64 node")}),
+    ([ready(MIXED_NODES[0])], "arm64", ("amd64", "arm64"),
+     {("ok", "amd64: 1 schedulable node(s)"), ("warn", "arm64: built under emulation on 1 schedulable amd64")}),
+    ([ready(MIXED_NODES[0]), ready(MIXED_NODES[1])], "", ("amd64",),
+     {("ok", "amd64: 1 schedulable node(s)"), ("ok", "arm64: 1 schedulable node(s)"),
+      ("fail", "arm64: the base image")}),
+])
+def test_preflight_checks_each_architecture_of_a_mixed_pool(nodes, emulated, platforms, want):
+    from reconcile import preflight as P
+    from tests.unit.test_preflight import good, lines, read_settings
+    found = read_settings(emulatedArchitectures=emulated) if emulated else read_settings()
+    facts = good(settings=found, architectures={"worker": (("amd64", "arm64"), F.BASE)}, nodes=nodes,
+                 platforms={F.BASE: platforms, found.buildah_image: ("amd64", "arm64")})
+    got = {(r.result, r.message.split("MachineConfigPool worker: ", 1)[1]) for r in lines(facts, "architectures")}
+    assert {level for level, _ in got} == {level for level, _ in want}
+    for level, start in want:
+        assert any(lv == level and text.startswith(start) for lv, text in got), (level, start, got)
+    assert P.checks(good())[0]                  # no mixed pool: one ok line, nothing read
+    assert [r.result for r in lines(good(), "architectures")] == ["ok"]
