@@ -10,6 +10,8 @@ update.go: an osImageURL or kernel argument change reboots, and so does a file n
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reconcile.contract import annotations as A
@@ -19,6 +21,7 @@ from tests.realapi.test_realapi_rollout import ours, seed
 from tests.support import factory as F
 from tests.support import mcoreal as M
 from tests.support import realbuild as R
+from tests.support import realserver
 from tests.unit.test_rollout import mco_pool, source_mc
 
 pytestmark = pytest.mark.realapi
@@ -36,20 +39,21 @@ def registry(tmp_path):
         reg.stop()
 
 
-def start(real, mco, builder, reg, gate="hold", paused=None):
+def start(real, mco, builder, reg, gate="hold", paused=None, nodes=NODES):
     pool = mco_pool("worker", ("worker",))
     pool["spec"]["maxUnavailable"] = 1
     if paused is not None:
         pool["spec"]["paused"] = paused
     pool["status"] = {}
-    for i in range(1, NODES):                               # seed makes worker-0
+    for i in range(1, nodes):                               # seed makes worker-0
         real.api.create(F.node(f"worker-{i}", "worker"))
     seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool, gate=gate, mco=mco)
 
 
-def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8):
+def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8, push=R.push_image):
     """Runs with the MCO settling first; a build object the run made ends as `outcome` (a real image
-    pushed for a success). Returns once a run writes nothing and the MCO has nothing to do."""
+    pushed for a success by `push`: one image, or R.push_index's index). Returns once a run writes
+    nothing and the MCO has nothing to do."""
     for _ in range(runs):
         mco.settle(counter)
         code, err = real.run()
@@ -57,7 +61,7 @@ def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8):
         live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
                 and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
         if live:
-            digest = R.push_image(reg, "ocl/os-image", f"gate-{live[0]['metadata']['name']}") \
+            digest = push(reg, "ocl/os-image", f"gate-{live[0]['metadata']['name']}") \
                 if outcome == "Succeeded" else None
             real.finish(outcome, **({"digest": digest} if digest else {}))
         elif "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
@@ -99,6 +103,78 @@ def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, r
     cycle(real, mco, registry, counter)
     assert counter.per_node() == nodes(1) and counter.reboots == NODES and counter.os_changes == NODES
     assert "/etc/release" in files(rendered(real))
+
+
+#: the pool's nodes (worker-0, worker-1) and how a build's success is pushed: today's one image for a
+#: pool of one architecture; an OCI image index over an amd64 and an arm64 instance for a pool of both
+IMAGES = {"digest": (("amd64", "amd64"), R.push_image), "index": (("amd64", "arm64"), R.push_index)}
+
+
+@pytest.mark.parametrize("image", sorted(IMAGES))
+def test_an_image_index_is_rendered_and_released_for_nodes_of_both_architectures(component, real, mco, registry,
+                                                                                   image):
+    """Issue 55 items 2 and 7: our MachineConfig's osImageURL is `<repo>@sha256:<digest of an OCI index>`
+    (a real one in the real registry, an amd64 and an arm64 instance) and the pool has a Node of each
+    architecture; beside it, today's one-image digest on a pool of amd64 nodes. Expected values read in
+    openshift/machine-config-operator at 7ff337a4 (../shared/mco), every one the same for both:
+    - MachineConfig spec.osImageURL is `type: string` with no pattern (vendored openshift/api
+      machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigs.crd.yaml,
+      as the real server serves it). The API's one digest format, `ImageDigestFormat` (`@sha256:` and
+      64 lowercase hex, machineconfiguration/v1/types_machineosconfig.go), is for MachineOSBuild and
+      MachineConfigNode fields, not this one; ours meets it all the same (asserted).
+    - pkg/controller/render/render_controller.go `generateRenderedMachineConfig`: osImageURL not the
+      stream's base image -> annotation `os-image-url-overridden: "true"`; a warning "is set using a tag
+      instead of a digest" only when it lacks "sha256:" (none here); an error only with the pool's
+      spec.osImageStream.name (unset). The render controller reads the image only in
+      `validateNoRuncOnRHEL10FromOSImageURL`, when a MachineConfig sets runc and an inspector is wired
+      (the harness wires none): containers/image's `FromUnparsedImage` would then pick the
+      controller's own platform out of the index (vendored internal/image/oci_index.go ChooseInstance).
+    - pkg/controller/node/node_controller.go: a pool's nodes are those its nodeSelector selects whose
+      primary pool it is (`getNodesForPool`); candidates by `CheckNodeCandidacyForUpdate` and readiness
+      (`getAllCandidateMachines`); no architecture check anywhere in pkg/controller/node or
+      pkg/controller/render (the GOARCH checks are the daemon's: 64k-pages only on arm64, update.go; and
+      bootupd.go). A pool without a MachineOSConfig is not layered: `updateCandidateNode` ->
+      `SetDesiredStateFromPool` (pkg/controller/common/layered_node_state.go) sets desiredConfig to the
+      pool's rendered config and deletes desiredImage, so the image reaches each node only through the
+      rendered config's osImageURL, and both nodes get the same desiredConfig.
+    Today's reconciler refuses a pool of mixed nodes when a build is due (imagebuild/platform, Mixed) and
+    reads the nodes only then: so the arm64 node joins while the first build runs, the one way a mixed
+    pool reaches the gate today. The gate then releases on the index's digest as on an image's."""
+    archs, push = IMAGES[image]
+    start(real, mco, F.BUILDER, registry, nodes=1)
+    mark = real.api.audit_mark()
+    code, err = real.run()                                  # the build starts, for worker-0's architecture
+    assert code == 0 and real.ann()[A.ARCH] == "amd64" and real.pool()["spec"]["paused"] is True, err
+    real.api.create(F.node("worker-1", "worker", arch=archs[1]))
+    counter = M.Moves()
+    cycle(real, mco, registry, counter, push=push)
+    final, theirs = rendered(real), ours(real)["spec"]["osImageURL"]
+    repo, _, digest = theirs.partition("@")
+    # the image is what `push` made: its platforms are the nodes' architectures
+    assert repo == f"{registry.host}/ocl/os-image" and re.fullmatch(r"sha256:[a-f0-9]{64}", digest)
+    assert sorted(R.platforms(registry, "ocl/os-image", digest)) == sorted(set(archs))
+    # rendered into the pool's config, ours and overridden, no tag warning
+    assert final["spec"]["osImageURL"] == theirs == real.ann()[A.IMAGE]
+    assert final["metadata"]["annotations"][f"{F.MCO}/os-image-url-overridden"] == "true"
+    assert "instead of a digest" not in mco.controllers.text()
+    # the node controller targeted both nodes, of both architectures, at it: the same desiredConfig, no image
+    for node, arch in zip(("worker-0", "worker-1"), archs, strict=True):
+        got = real.api.get("Node", "", node)["metadata"]
+        assert got["labels"]["kubernetes.io/arch"] == arch
+        assert (got["annotations"][M.DESIRED], got["annotations"][M.CURRENT]) == (final["metadata"]["name"],) * 2
+        assert f"{F.MCO}/desiredImage" not in got["annotations"]
+    status = real.pool()["status"]
+    assert (status["machineCount"], status["updatedMachineCount"], status["configuration"]["name"]) == \
+        (2, 2, final["metadata"]["name"])
+    # the gate released the pool once on it (one update, an OS change and a reboot per node), then held it
+    assert counter.per_node() == nodes(1) and counter.os_changes == NODES and counter.reboots == NODES
+    assert {(u.to_config, u.to_image) for u in counter} == {(final["metadata"]["name"], theirs)}
+    assert [e["reason"] for e in real.events() if e["reason"] == hold.ROLL_EVENT] == [hold.ROLL_EVENT]
+    assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
+    # one build, its success the pool's state: the node that joined started none and blocked nothing
+    builds = [e for e in real.api.audit(mark, realserver.RECONCILER)
+              if e["verb"] == "create" and e["objectRef"]["resource"] in ("pods", "builds")]
+    assert len(builds) == 1 and real.ann()[A.STATE] == A.SUCCEEDED
 
 
 @pytest.mark.parametrize("builder", BUILDERS)

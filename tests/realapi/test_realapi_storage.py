@@ -104,15 +104,9 @@ def test_the_build_is_sized_from_the_base_manifest_the_real_registry_serves(real
     R.require_registry()
     reg = R.Registry(tmp_path)
     try:
-        layers = (b"x" * 3_000_000, b"y" * 1_500_000)
-        amd = R.push_image(reg, "ocp/base", "amd", layers=layers)
-        arm = R.push_image(reg, "ocp/base", "arm", layers=(b"z" * 9_000_000,), arch="arm64")
-        manifests = {m: real_manifest(reg, "ocp/base", d) for m, d in (("amd64", amd), ("arm64", arm))}
-        index = R.put_manifest(reg, "ocp/base", "multi", {
-            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": [{"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": d,
-                           "size": len(raw), "platform": {"architecture": arch, "os": "linux"}}
-                          for arch, (d, raw) in manifests.items()]})
+        index = R.push_index(reg, "ocp/base", "multi", layers={
+            "amd64": (b"x" * 3_000_000, b"y" * 1_500_000), "arm64": (b"z" * 9_000_000,)})
+        amd = R.platforms(reg, "ocp/base", index)["amd64"]
         size = sum(len(b) for b in stored_layers(reg, "ocp/base", amd))
         real.seed(F.cluster(settings=[
             F.build_config(), F.osimageurl(baseOSContainerImage=f"{reg.host}/ocp/base@{index}"),
@@ -130,19 +124,13 @@ def test_the_build_is_sized_from_the_base_manifest_the_real_registry_serves(real
         reg.stop()
 
 
-def real_manifest(reg, repo: str, digest: str) -> tuple[str, bytes]:
-    import urllib.request
-    request = urllib.request.Request(f"{reg.url}/v2/{repo}/manifests/{digest}", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, context=reg.context) as resp:
-        return digest, resp.read()
-
-
 def stored_layers(reg, repo: str, digest: str) -> list[bytes]:
     """The layer blobs of a manifest, fetched: their bytes as the registry stores them."""
     import json
     import urllib.request
-    _, raw = real_manifest(reg, repo, digest)
+
+    from tests.support import realbuild as R
+    _, raw = R.get_manifest(reg, repo, digest)
     out = []
     for layer in json.loads(raw)["layers"]:
         with urllib.request.urlopen(f"{reg.url}/v2/{repo}/blobs/{layer['digest']}", context=reg.context) as resp:

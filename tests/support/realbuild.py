@@ -234,6 +234,46 @@ def push_image(registry: Registry, repo: str, marker: str, labels: dict[str, str
         "layers": [dict(r, mediaType="application/vnd.docker.image.rootfs.diff.tar.gzip") for r in refs]})
 
 
+#: the media types push_image and push_index write (an OCI index over Docker schema 2 instances, as
+#: opencontainers/image-spec image-index.md allows: each descriptor names its own mediaType)
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def get_manifest(registry: Registry, repo: str, ref: str) -> tuple[str, bytes]:
+    """(its media type, its bytes) as the registry serves `repo@ref` to a client that accepts an
+    index and an image manifest alike."""
+    request = urllib.request.Request(f"{registry.url}/v2/{repo}/manifests/{ref}", headers={
+        "Accept": f"{OCI_INDEX}, {DOCKER_MANIFEST}"})
+    with urllib.request.urlopen(request, context=registry.context) as resp:
+        return resp.headers["Content-Type"], resp.read()
+
+
+def push_index(registry: Registry, repo: str, marker: str, labels: dict[str, str] | None = None,
+               archs: tuple[str, ...] = ("amd64", "arm64"),
+               layers: dict[str, tuple[bytes, ...]] | None = None) -> str:
+    """Push one image per architecture (push_image, marker `<marker>-<arch>`, `layers[arch]`), then an
+    OCI image index over them with each one's platform, tagged `marker`, as `buildah manifest push
+    --all` pushes one (../shared/reference/multiarch.md); returns the index's digest."""
+    instances = {arch: push_image(registry, repo, f"{marker}-{arch}", labels, (layers or {}).get(arch, ()), arch)
+                 for arch in archs}
+    return put_manifest(registry, repo, marker, {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        {"mediaType": DOCKER_MANIFEST, "digest": digest, "size": len(get_manifest(registry, repo, digest)[1]),
+         "platform": {"architecture": arch, "os": "linux"}} for arch, digest in instances.items()]})
+
+
+def platforms(registry: Registry, repo: str, digest: str) -> dict[str, str]:
+    """What `repo@digest` is, read back from the registry: {architecture: instance digest} of an
+    index, or {its config's architecture: digest} of one image."""
+    kind, raw = get_manifest(registry, repo, digest)
+    doc = json.loads(raw)
+    if kind == OCI_INDEX:
+        return {m["platform"]["architecture"]: m["digest"] for m in doc["manifests"]}
+    with urllib.request.urlopen(f"{registry.url}/v2/{repo}/blobs/{doc['config']['digest']}",
+                                context=registry.context) as resp:
+        return {json.load(resp)["architecture"]: digest}
+
+
 def delete_manifest(registry: Registry, repo: str, digest: str) -> None:
     urllib.request.urlopen(urllib.request.Request(
         f"{registry.url}/v2/{repo}/manifests/{digest}", method="DELETE"), context=registry.context).close()
