@@ -25,6 +25,7 @@ from tests.support import realserver
 from tests.unit.test_rollout import mco_pool, source_mc
 
 pytestmark = pytest.mark.realapi
+BUILD_ID, ARCH = "ocl-reconciler.io/build-id", "kubernetes.io/arch"
 BUILDERS = sorted(F.BUILD_KINDS)
 NODES = 2
 
@@ -39,32 +40,37 @@ def registry(tmp_path):
         reg.stop()
 
 
-def start(real, mco, builder, reg, gate="hold", paused=None, nodes=NODES):
+def start(real, mco, builder, reg, gate="hold", paused=None, nodes=NODES, arch="amd64"):
+    """The pool `worker` and its nodes: worker-0 (seed makes it, amd64), the others of `arch`."""
     pool = mco_pool("worker", ("worker",))
     pool["spec"]["maxUnavailable"] = 1
     if paused is not None:
         pool["spec"]["paused"] = paused
     pool["status"] = {}
     for i in range(1, nodes):                               # seed makes worker-0
-        real.api.create(F.node(f"worker-{i}", "worker"))
+        real.api.create(F.node(f"worker-{i}", "worker", arch=arch))
     seed(real, builder, f"{reg.host}/ocl/os-image", reg.host, pool, gate=gate, mco=mco)
 
 
-def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8, push=R.push_image):
-    """Runs with the MCO settling first; a build object the run made ends as `outcome` (a real image
-    pushed for a success by `push`: one image, or R.push_index's index). Returns once a run writes
-    nothing and the MCO has nothing to do."""
+def cycle(real, mco, reg, counter, outcome="Succeeded", runs=8):
+    """Runs with the MCO settling first; each build object a run made ends as `outcome` (for a
+    success, a real image pushed for the architecture its nodeSelector names, labelled with its
+    build id as our Dockerfile labels it). Returns once a run writes nothing and the MCO has nothing
+    to do."""
+    import kubelet  # examples/kubelet.py, on the path by conftest
     for _ in range(runs):
         mco.settle(counter)
         code, err = real.run()
         assert code in (0, 2), err
         live = [o for o in real.owned() if o["kind"] in ("Pod", "Build")
                 and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Complete")]
-        if live:
-            digest = push(reg, "ocl/os-image", f"gate-{live[0]['metadata']['name']}") \
+        for obj in live:
+            labels = obj["metadata"]["labels"]
+            digest = R.push_image(reg, "ocl/os-image", f"gate-{obj['metadata']['name']}",
+                                  {BUILD_ID: labels[BUILD_ID]}, arch=obj["spec"]["nodeSelector"][ARCH]) \
                 if outcome == "Succeeded" else None
-            real.finish(outcome, **({"digest": digest} if digest else {}))
-        elif "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
+            real.api.write_status(kubelet.set_phase(obj, outcome, **({"digest": digest} if digest else {})))
+        if not live and "0 created, 0 patched, 0 deleted" in err.splitlines()[-1]:
             before = len(counter)
             mco.settle(counter)
             if len(counter) == before:
@@ -105,18 +111,19 @@ def test_a_machineconfig_change_and_an_upgrade_reach_each_node_once(component, r
     assert "/etc/release" in files(rendered(real))
 
 
-#: the pool's nodes (worker-0, worker-1) and how a build's success is pushed: today's one image for a
-#: pool of one architecture; an OCI image index over an amd64 and an arm64 instance for a pool of both
-IMAGES = {"digest": (("amd64", "amd64"), R.push_image), "index": (("amd64", "arm64"), R.push_index)}
+#: the pool's nodes' architectures (worker-0, worker-1): one image for a pool of amd64 nodes; an OCI
+#: image index made by the reconciler over an amd64 and an arm64 build for a pool of both
+ARCHS = {"digest": ("amd64", "amd64"), "index": ("amd64", "arm64")}
 
 
-@pytest.mark.parametrize("image", sorted(IMAGES))
+@pytest.mark.parametrize("image", sorted(ARCHS))
 def test_an_image_index_is_rendered_and_released_for_nodes_of_both_architectures(component, real, mco, registry,
                                                                                    image):
     """Issue 55 items 2 and 7: our MachineConfig's osImageURL is `<repo>@sha256:<digest of an OCI index>`
-    (a real one in the real registry, an amd64 and an arm64 instance) and the pool has a Node of each
-    architecture; beside it, today's one-image digest on a pool of amd64 nodes. Expected values read in
-    openshift/machine-config-operator at 7ff337a4 (../shared/mco), every one the same for both:
+    (one the reconciler made, in the real registry, over an amd64 and an arm64 build) and the pool has
+    a Node of each architecture; beside it, a one-image digest on a pool of amd64 nodes. Expected
+    values read in openshift/machine-config-operator at 7ff337a4 (../shared/mco), every one the same
+    for both:
     - MachineConfig spec.osImageURL is `type: string` with no pattern (vendored openshift/api
       machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigs.crd.yaml,
       as the real server serves it). The API's one digest format, `ImageDigestFormat` (`@sha256:` and
@@ -136,23 +143,21 @@ def test_an_image_index_is_rendered_and_released_for_nodes_of_both_architectures
       bootupd.go). A pool without a MachineOSConfig is not layered: `updateCandidateNode` ->
       `SetDesiredStateFromPool` (pkg/controller/common/layered_node_state.go) sets desiredConfig to the
       pool's rendered config and deletes desiredImage, so the image reaches each node only through the
-      rendered config's osImageURL, and both nodes get the same desiredConfig.
-    Today's reconciler refuses a pool of mixed nodes when a build is due (imagebuild/platform, Mixed) and
-    reads the nodes only then: so the arm64 node joins while the first build runs, the one way a mixed
-    pool reaches the gate today. The gate then releases on the index's digest as on an image's."""
-    archs, push = IMAGES[image]
-    start(real, mco, F.BUILDER, registry, nodes=1)
+      rendered config's osImageURL, and both nodes get the same desiredConfig."""
+    archs = ARCHS[image]
+    start(real, mco, F.BUILDER, registry, nodes=2, arch=archs[1])
     mark = real.api.audit_mark()
-    code, err = real.run()                                  # the build starts, for worker-0's architecture
-    assert code == 0 and real.ann()[A.ARCH] == "amd64" and real.pool()["spec"]["paused"] is True, err
-    real.api.create(F.node("worker-1", "worker", arch=archs[1]))
+    code, err = real.run()                                  # a build per architecture starts
+    assert code == 0 and real.ann()[A.ARCH] == ",".join(sorted(set(archs))), err
+    assert real.pool()["spec"]["paused"] is True
     counter = M.Moves()
-    cycle(real, mco, registry, counter, push=push)
+    cycle(real, mco, registry, counter)
     final, theirs = rendered(real), ours(real)["spec"]["osImageURL"]
     repo, _, digest = theirs.partition("@")
-    # the image is what `push` made: its platforms are the nodes' architectures
+    # the image is one per architecture of the nodes: an index over them for the mixed pool
     assert repo == f"{registry.host}/ocl/os-image" and re.fullmatch(r"sha256:[a-f0-9]{64}", digest)
     assert sorted(R.platforms(registry, "ocl/os-image", digest)) == sorted(set(archs))
+    assert (R.get_manifest(registry, "ocl/os-image", digest)[0] == R.OCI_INDEX) == (image == "index")
     # rendered into the pool's config, ours and overridden, no tag warning
     assert final["spec"]["osImageURL"] == theirs == real.ann()[A.IMAGE]
     assert final["metadata"]["annotations"][f"{F.MCO}/os-image-url-overridden"] == "true"
@@ -171,10 +176,10 @@ def test_an_image_index_is_rendered_and_released_for_nodes_of_both_architectures
     assert {(u.to_config, u.to_image) for u in counter} == {(final["metadata"]["name"], theirs)}
     assert [e["reason"] for e in real.events() if e["reason"] == hold.ROLL_EVENT] == [hold.ROLL_EVENT]
     assert real.pool()["spec"]["paused"] is True and real.ann()[A.GATE] == hold.HELD
-    # one build, its success the pool's state: the node that joined started none and blocked nothing
+    # one build per architecture, then the pool's success
     builds = [e for e in real.api.audit(mark, realserver.RECONCILER)
               if e["verb"] == "create" and e["objectRef"]["resource"] in ("pods", "builds")]
-    assert len(builds) == 1 and real.ann()[A.STATE] == A.SUCCEEDED
+    assert len(builds) == len(set(archs)) and real.ann()[A.STATE] == A.SUCCEEDED
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
