@@ -13,7 +13,7 @@ from reconcile.cluster import Cluster, Forbidden, observe, registry
 from reconcile.cluster.observe import Observed
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
-from reconcile.core import decision, desired, images, multiarch, rollout, transitions
+from reconcile.core import decision, desired, images, multiarch, rollout, signgate, transitions
 from reconcile.core.actions import PoolPlan
 from reconcile.core.actions import table as actions_table
 from reconcile.core.node import livechange
@@ -104,9 +104,12 @@ class Planner:
         (reused only if labelled by its build id, `_lookup`), and about its image once there is one
         (its manifest and config: what the index names, `registry.instance`, checked to be of its
         architecture and labelled by its build id). A snapshot run asks nothing: the description is
-        made up, and said to be."""
+        made up, and said to be. With signing on, an image found only in the registry is reused
+        only if a current key signed it (`signgate.verified`), as a rollback's is."""
         if part.candidate and part.lookup is None:
-            part = replace(part, lookup=self._lookup(part.candidate, part.build_id))
+            # with signing on, reused only if a current key signed it, as any reuse (core/signgate.py)
+            part = replace(part, lookup=signgate.verified(self.seen.settings,
+                                                          self._lookup(part.candidate, part.build_id)))
         image = part.image(repo)
         if image is None:
             return part

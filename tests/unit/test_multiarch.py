@@ -303,3 +303,55 @@ def test_preflight_checks_each_architecture_of_a_mixed_pool(nodes, emulated, pla
         assert any(lv == level and text.startswith(start) for lv, text in got), (level, start, got)
     assert P.checks(good())[0]                  # no mixed pool: one ok line, nothing read
     assert [r.result for r in lines(good(), "architectures")] == ["ok"]
+
+
+# --- reuse of an architecture's image, asked of a registry ----------------------------------------
+
+class Registry:
+    """What the registry answers about images (a live run's `registry.Client`): each image's labels
+    and description, no signature at all."""
+
+    def __init__(self, described):
+        self.described, self.asked = described, []
+
+    def labels(self, image):
+        self.asked.append(("labels", image))
+        return self.described[image][1] if image in self.described else None
+
+    def signatures(self, image):
+        return None
+
+    def instance(self, image, arch):
+        self.asked.append(("instance", image))
+        return self.described[image]
+
+
+def history_world(signing=False):
+    """worker, mixed, whose history says amd64's build id produced an image (a rollback's)."""
+    from tests.unit.test_signing_plan import key_secret
+    settings_ = [F.build_config(**({"imageSigningKeySecretName": "cosign-old"} if signing else {})),
+                 F.osimageurl(), F.secret("pull-secret"), F.secret("push-secret"), key_secret("cosign-old")]
+    items = counted(F.cluster(F.pool(), settings=settings_, nodes=False) + list(MIXED_NODES))
+    amd = single_arch_build_id(items, "amd64")
+    image = f"{F.REPO}@sha256:{'a' * 64}"
+    F.the_pool(items)["metadata"]["annotations"][A.IMAGES] = f"{amd}={image}"
+    found = instance("amd64", "a")
+    return items, image, Registry({image: (found, {naming.BUILD_ID_LABEL: amd})})
+
+
+@pytest.mark.parametrize("signing, reused", [(False, True), (True, False)])
+def test_an_architectures_image_in_the_history_is_reused_only_as_any_reuse_is(signing, reused):
+    """Labelled by its build id, it is reused; with signing on, only if a current key signed it
+    (docs/signing.md: an image found only in the registry is never signed by us), else it builds."""
+    from reconcile.cluster import observe
+    from reconcile.cluster.memory import MemoryCluster
+    from reconcile.cluster.planner import Planner, RegistryAccess
+    items, image, reg = history_world(signing)
+    cluster = MemoryCluster(items, clock=lambda: F.NOW)
+    planner = Planner(cluster, observe.observe(cluster, F.NS), F.NOW, registry_access=RegistryAccess())
+    planner.registry_client = reg
+    (plan,) = planner.plan()
+    made = sorted(arch_of(a.obj) for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Pod")
+    assert made == (["arm64"] if reused else ["amd64", "arm64"])
+    assert (f"amd64: reusing {image}" in plan.message) is reused
+    assert ("instance", image) in reg.asked if reused else ("instance", image) not in reg.asked
