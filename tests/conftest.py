@@ -78,12 +78,14 @@ def no_base_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     def not_asked(self, image: str, arch: str = "") -> int:
         raise registry.RegistryError(f"{image}: the tests ask no registry for the base image")
     monkeypatch.setattr(registry.Client, "image_size", not_asked)
+    monkeypatch.setattr(registry.Client, "resolve", not_asked)
 
 
 @pytest.fixture
 def base_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     from reconcile.cluster import registry
     monkeypatch.setattr(registry.Client, "image_size", ORIGINAL_IMAGE_SIZE)
+    monkeypatch.setattr(registry.Client, "resolve", ORIGINAL_RESOLVE)
 
 
 def _original_image_size():
@@ -92,6 +94,14 @@ def _original_image_size():
 
 
 ORIGINAL_IMAGE_SIZE = _original_image_size()
+
+
+def _original_resolve():
+    from reconcile.cluster import registry
+    return registry.Client.resolve
+
+
+ORIGINAL_RESOLVE = _original_resolve()
 
 
 @pytest.fixture(params=["snapshot", "api"])

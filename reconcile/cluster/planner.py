@@ -73,6 +73,8 @@ class Planner:
         self.streams_problem = ""
         self.lookups: dict[str, images.Lookup] = {}
         self.bases: dict[tuple[str, str], disk.BaseSize] = {}
+        #: each architecture's instance of a base image (a mixed pool's builds), and why not
+        self.instances: dict[tuple[str, str], tuple[str, str]] = {}
         #: the last plan's decisions by pool (render prints what they keep)
         self.decided: dict[str, decision.Decision] = {}
         #: the node disruption policy (core/node/livechange.py): read once, when a change may be live
@@ -123,6 +125,22 @@ class Planner:
             return replace(part, unread=f"its image config's {naming.BUILD_ID_LABEL} label is not "
                                         f"{part.build_id}")
         return replace(part, instance=found)
+
+    def _based(self, part: multiarch.Part) -> multiarch.Part:
+        """A part whose build is to be made, with its architecture's instance of the base image (a
+        GET of the release's list; asked once a run per image and architecture). Not resolved (a
+        snapshot, a registry that cannot say): FROM names the list, and buildah picks the instance."""
+        key = (part.inputs.base_image, part.arch)
+        if key not in self.instances:
+            if self.base_client is None:
+                self.instances[key] = ("", "a snapshot run does not ask the registry for the instance")
+            else:
+                try:
+                    self.instances[key] = (self.base_client.resolve(*key), "")
+                except registry.RegistryError as err:
+                    self.instances[key] = ("", f"not resolved: {err}; buildah picks it from the list")
+        base, why = self.instances[key]
+        return replace(part, base=base, base_why=why)
 
     def _with_base(self, d: decision.Decision) -> decision.Decision:
         """A build that is due, with its base image's size (one GET of the manifest, two for a
@@ -229,6 +247,8 @@ class Planner:
             if d.needs_build:
                 self.read([d.inputs.rendered_config])
                 d = self._with_base(d)
+                if d.parts:             # with the pull secret read: each architecture's base instance
+                    d = replace(d, parts=tuple(self._based(p) if p.needs_object else p for p in d.parts))
             d = self._check_rollout(d)
             self.decided[d.pool_name] = d
             yield actions_table.act(d, self.now, self.machineconfigs.get(d.inputs.rendered_config)

@@ -325,12 +325,11 @@ _INDEXES = ("application/vnd.oci.image.index.v1+json",
             "application/vnd.docker.distribution.manifest.list.v2+json")
 
 
-def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: float = 30.0,
-               ctx: ssl.SSLContext | None = None) -> int:
-    """An image's compressed size: the sum of its manifest's layer sizes (a GET of the manifest; of
-    a manifest list or index, a second GET of the entry for `arch`, a GOARCH name as the nodes'
-    kubernetes.io/arch label has it, on linux; "" takes the only entry). By tag or digest. Raises
-    RegistryError."""
+def _manifest_for(image: str, arch: str, auths: Mapping[str, Any], timeout: float,
+                  ctx: ssl.SSLContext | None) -> tuple[str, str, dict[str, Any]]:
+    """(repository, digest or tag, manifest) of an image's manifest for `arch` (a GOARCH name, on
+    linux): the image's own, or of a manifest list or index the entry for `arch` ("" takes the only
+    entry), a second GET. Raises RegistryError."""
     try:
         ref = imageref.parse(image)
     except imageref.InvalidReference as err:
@@ -344,12 +343,7 @@ def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: fl
             raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
         doc = _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
         if doc.get("mediaType") not in _INDEXES and "manifests" not in doc:
-            layers = doc.get("layers")
-            sizes = [layer.get("size") for layer in layers if isinstance(layer, dict)] \
-                if isinstance(layers, list) else []
-            if not sizes or not all(type(n) is int and n >= 0 for n in sizes):   # JSON true is no size
-                raise RegistryError(f"{image}: the manifest {wanted} lists no layer sizes")
-            return sum(sizes)
+            return ref.repo, wanted, doc
         listed = doc.get("manifests")
         if not isinstance(listed, list):
             raise RegistryError(f"{image}: its manifest list {wanted}: its manifests are not an array")
@@ -368,6 +362,32 @@ def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: fl
                                 "its digest is not sha256:<64 hex digits>")
         wanted = digest
     raise RegistryError(f"{image}: a manifest list inside a manifest list")
+
+
+def image_size(image: str, auths: Mapping[str, Any], arch: str = "", timeout: float = 30.0,
+               ctx: ssl.SSLContext | None = None) -> int:
+    """An image's compressed size: the sum of its manifest's layer sizes (a GET of the manifest; of
+    a manifest list or index, a second GET of the entry for `arch`, a GOARCH name as the nodes'
+    kubernetes.io/arch label has it, on linux; "" takes the only entry). By tag or digest. Raises
+    RegistryError."""
+    _, wanted, doc = _manifest_for(image, arch, auths, timeout, ctx)
+    layers = doc.get("layers")
+    sizes = [layer.get("size") for layer in layers if isinstance(layer, dict)] \
+        if isinstance(layers, list) else []
+    if not sizes or not all(type(n) is int and n >= 0 for n in sizes):   # JSON true is no size
+        raise RegistryError(f"{image}: the manifest {wanted} lists no layer sizes")
+    return sum(sizes)
+
+
+def resolve(image: str, arch: str, auths: Mapping[str, Any], timeout: float = 30.0,
+            ctx: ssl.SSLContext | None = None) -> str:
+    """`<repository>@<digest>` of an image's instance for `arch`: a list's entry, or the image
+    itself by digest. Raises RegistryError (also for an image by tag that is no list: its digest
+    is not checked here)."""
+    repo, wanted, _ = _manifest_for(image, arch, auths, timeout, ctx)
+    if not wanted.startswith("sha256:"):
+        raise RegistryError(f"{image}: named by tag, and no manifest list")
+    return f"{repo}@{wanted}"
 
 
 def platforms(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
@@ -455,6 +475,10 @@ class Client:
 
     def ping(self, repo: str) -> str:
         return ping(repo, *self._ready(repo))
+
+    def resolve(self, image: str, arch: str) -> str:
+        auths, timeout, ctx = self._ready(image)
+        return resolve(image, arch, auths, timeout, ctx)
 
     def image_size(self, image: str, arch: str = "") -> int:
         auths, timeout, ctx = self._ready(image)

@@ -222,9 +222,11 @@ PREDEFINED_ARGS = frozenset(p for n in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY"
 
 
 def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None,
-               machineconfig: Mapping[str, Any] | None = None) -> str:
+               machineconfig: Mapping[str, Any] | None = None, base: str = "") -> str:
     """The Dockerfile; every other build arg the build passes (e.g. SSL_CERT_FILE of an internal-ca
-    input) is declared with ARG in the stage whose RUN steps use it, or buildah ignores it."""
+    input) is declared with ARG in the stage whose RUN steps use it, or buildah ignores it. `base`:
+    the image FROM names, when not the inputs' base image (one architecture's instance of it, by
+    digest: core/multiarch.py); the build id and labels still name the inputs' own."""
     inputs = inputs or buildinputs.Inputs()
     build_args = sorted({e["name"] for e in inputs.env} - PREDEFINED_ARGS)
     bad = [a for a in build_args if not _ARG_NAME.match(a)]
@@ -233,7 +235,7 @@ def dockerfile(inp: BuildInputs, inputs: buildinputs.Inputs | None = None,
     try:
         return templates.render_text(
             "Dockerfile.j2", pool=inp.pool, rendered_config=inp.rendered_config,
-            base_image=inp.base_image, image_labels=image_labels(inp), build_args=build_args,
+            base_image=base or inp.base_image, image_labels=image_labels(inp), build_args=build_args,
             input_types=sorted(inputs.types), input_mounts=inputs.mounts,
             custom_content=inp.custom_dockerfile.strip("\n"), **os_content(inp, machineconfig))
     except templates.TemplateValueError as err:
@@ -278,13 +280,14 @@ def _encoded(machineconfig: Mapping[str, Any], inp: BuildInputs) -> str:
 def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, builder: Any,
             machineconfig: Mapping[str, Any], material: Material | None = None,
             attempt: int = 1, placement: storage.Placement | None = None,
-            tag: str = "", runs_on: str = "") -> list[dict[str, Any]]:
+            tag: str = "", runs_on: str = "", base: str = "") -> list[dict[str, Any]]:
     """The ConfigMaps, our auth Secrets where needed, and the build object, in creation order;
     `placement`: its storage and disk (core/storage/; default: `default_placement`); `tag`: where
     the image is pushed (default `<repo>:<rendered config>`; one architecture's build of a mixed
     pool adds `-<arch>`, core/multiarch.py); `runs_on`: the architecture of the node it runs on, when
-    not the one it builds for (emulatedArchitectures). The build object records its disk figures and
-    its storage. Raises Blocked."""
+    not the one it builds for (emulatedArchitectures); `base`: the image FROM names when not the
+    inputs' base (`dockerfile`). The build object records its disk figures and its storage. Raises
+    Blocked."""
     material = material or Material()
     placement = placement or default_placement(settings, builder)
     encoded = _encoded(machineconfig, inp)
@@ -299,7 +302,7 @@ def objects(settings: Settings, pool: Mapping[str, Any], inp: BuildInputs, build
                            for e in inputs.env)]
     dockerfile_cm = templates.render_object(
         "configmap.yaml.j2", name=n.dockerfile,
-        data={"Dockerfile": dockerfile(inp, inputs, machineconfig)}, **common)
+        data={"Dockerfile": dockerfile(inp, inputs, machineconfig, base)}, **common)
     mc_cms = [templates.render_object(
         "configmap.yaml.j2", data={key: templates.Opaque(value)}, **common,
         name=n.machineconfig if i == 0 else naming.object_name(f"mc{i}", inp.pool, inp.build_id))

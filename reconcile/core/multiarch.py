@@ -16,6 +16,8 @@ image index over their images (imagebuild/platform/imageindex.py), which becomes
   each architecture's state. A part that failed for a transient reason is retried on its own
   (another attempt of that architecture alone, up to ocl-reconciler.io/attempt's bound), not the
   pool.
+- Each build's FROM is its architecture's instance of the release's base image, by digest, as the
+  shell resolved it from the list (the build id hashes the list's digest, which fixes every instance).
 - The index is pushed by the run (a registry write of the pool's plan) before it is signed or
   recorded; its bytes are fixed by its instances, so a rollback that reuses every instance makes
   the same index, with the same digest.
@@ -50,6 +52,11 @@ class Part:
     instance: imageindex.Instance | None = None
     #: why the shell could not describe its image (a registry error): the index waits
     unread: str = ""
+    #: when its build is to be made: its architecture's instance of the base image, by digest, as
+    #: the shell resolved it from the release's list ("": not resolved, and FROM names the list,
+    #: whose instance buildah picks for the platform it builds; `base_why` says why)
+    base: str = ""
+    base_why: str = ""
 
     @property
     def build_id(self) -> str:

@@ -117,6 +117,29 @@ def test_a_pool_of_mixed_architectures_gets_a_build_on_a_node_of_each(real, buil
     assert real.ann()[A.ARCH] == "amd64,arm64"
 
 
+def test_a_mixed_pools_builds_start_from_their_architectures_instance_of_a_real_list(real, base_registry, tmp_path):
+    """The release's base image is an index in the real docker-registry (amd64 and arm64): each
+    architecture's Dockerfile names that architecture's instance by digest, the one the registry's
+    index lists for it (image-spec image-index.md; read back with the harness's own GET, not ours)."""
+    from tests.support import realbuild as R
+    R.require_registry()
+    reg = R.Registry(tmp_path)
+    try:
+        index = R.push_index(reg, "ocp/base", "multi")
+        listed = R.platforms(reg, "ocp/base", index)
+        real.seed(F.cluster(nodes=False, settings=[
+            F.build_config(), F.osimageurl(baseOSContainerImage=f"{reg.host}/ocp/base@{index}"),
+            F.secret("pull-secret", payload={"auths": {reg.host: {"auth": "dTpw"}}}), F.secret("push-secret")])
+            + [F.node("worker-0", "worker", "amd64"), F.node("worker-1", "worker", "arm64")])
+        code, err = real.run()
+        assert code == 0 and real.ann()[A.ARCH] == "amd64,arm64", err
+        froms = sorted(line.split()[1] for o in real.owned() if "Dockerfile" in o.get("data", {})
+                       for line in o["data"]["Dockerfile"].splitlines() if line.endswith("AS extract"))
+        assert froms == sorted(f"{reg.host}/ocp/base@{listed[a]}" for a in ("amd64", "arm64"))
+    finally:
+        reg.stop()
+
+
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_the_build_pod_runs_in_the_mcos_image_of_the_release(real, builder):
     seed(real, builder, extra=[mco_images(MCO_IMAGE)])

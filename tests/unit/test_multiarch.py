@@ -355,3 +355,31 @@ def test_an_architectures_image_in_the_history_is_reused_only_as_any_reuse_is(si
     assert made == (["arm64"] if reused else ["amd64", "arm64"])
     assert (f"amd64: reusing {image}" in plan.message) is reused
     assert ("instance", image) in reg.asked if reused else ("instance", image) not in reg.asked
+
+
+def test_each_architectures_build_starts_from_its_instance_of_the_base_by_digest():
+    """FROM names the architecture's instance of the release's list, as the registry resolves it (a
+    real list in tests/realbuild/test_multiarch_real.py); the build id and the image's labels still
+    name the list, which fixes every instance."""
+    from reconcile.cluster import observe
+    from reconcile.cluster.memory import MemoryCluster
+    from reconcile.cluster.planner import Planner, RegistryAccess
+
+    class Bases:
+        def image_size(self, image, arch=""):
+            from reconcile.cluster import registry
+            raise registry.RegistryError("not asked here")
+
+        def resolve(self, image, arch):
+            return f"{image.partition('@')[0]}@sha256:{hashlib.sha256(arch.encode()).hexdigest()}"
+    items = world()
+    cluster = MemoryCluster(items, clock=lambda: F.NOW)
+    planner = Planner(cluster, observe.observe(cluster, F.NS), F.NOW, registry_access=RegistryAccess())
+    planner.registry_client, planner.base_client = Registry({}), Bases()
+    (plan,) = planner.plan()
+    files = {a.obj["metadata"]["labels"][naming.BUILD_ID_LABEL]: a.obj["data"]["Dockerfile"]
+             for a in plan.actions if a.verb == "create" and "Dockerfile" in a.obj.get("data", {})}
+    for arch in ("amd64", "arm64"):
+        text = files[single_arch_build_id(items, arch)]
+        assert f"FROM {Bases().resolve(F.BASE, arch)} AS extract" in text
+        assert f"FROM {F.BASE} " not in text

@@ -47,11 +47,14 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
             try:
                 want = desired.objects(d.settings, d.pool, part.inputs, d.builder, mc, material,
                                        part.next_attempt, placement, tag=tag(d, part),
-                                       runs_on=multiarch.runs_on(part, d.parts, d.settings.emulated))
+                                       runs_on=multiarch.runs_on(part, d.parts, d.settings.emulated),
+                                       base=part.base)
             except desired.Blocked as err:
                 return record_blocked(s, str(err))
             create_missing(s.plan, want, have)
         s.plan.notes.append(STORAGE_NOTE)
+        s.plan.notes += [f"{p.arch}: FROM {p.base or p.inputs.base_image}"
+                         + (f" ({p.base_why})" if p.base_why else "") for p in make]
         s.plan.notes += [f"{p.arch}: built under emulation (emulatedArchitectures) on a node of "
                          f"{multiarch.runs_on(p, d.parts, d.settings.emulated)}"
                          for p in make if p.arch in d.settings.emulated]
