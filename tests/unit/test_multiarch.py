@@ -383,3 +383,46 @@ def test_each_architectures_build_starts_from_its_instance_of_the_base_by_digest
         text = files[single_arch_build_id(items, arch)]
         assert f"FROM {Bases().resolve(F.BASE, arch)} AS extract" in text
         assert f"FROM {F.BASE} " not in text
+
+
+def test_one_waiting_run_follows_every_architectures_build_and_records_the_index(monkeypatch, capsys, tmp_path):
+    """`run --wait` (docs/rollout.md, 3b): both builds are followed, each architecture's end is
+    said, and the index is recorded in the same run."""
+    from tests.support.world import World
+    from tests.unit.test_follow import Runs
+    monkeypatch.setenv("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    runs = Runs(world(), World(), monkeypatch, capsys, tmp_path)
+    code, err = runs("--wait", "600")
+    assert code == 0, err
+    a = ann(runs.items)
+    assert a[A.STATE] == A.SUCCEEDED and a[A.IMAGE] in a[A.IMAGES]
+    assert a[A.MESSAGE].startswith("image index of amd64: built ") and "; arm64: built " in a[A.MESSAGE]
+    done = [ln for ln in err.splitlines() if "done: worker: build" in ln]
+    assert len(done) == 2, err                     # one line each architecture's build ends
+    assert "wait done: nothing more to wait for" in err and runs.count == 1
+
+
+# --- the upgrade from the last release ------------------------------------------------------------
+
+def test_a_mixed_pool_the_last_release_blocked_builds_and_one_architecture_pools_write_nothing(run_cli):
+    """The last release (66edff2) recorded a mixed pool Blocked ("its nodes are not all of one
+    architecture", no ocl-reconciler.io/arch), and a pool of one architecture with its arch but no
+    arch-nodes. After the upgrade: the mixed pool builds per architecture; the other, converged, is
+    not written (its node count is recorded with its next build)."""
+    items = world(pool=F.pool("worker", annotations={
+        A.STATE: A.BLOCKED, A.RENDERED: "rendered-worker-1",
+        A.MESSAGE: "MachineConfigPool worker: its nodes are not all of one architecture (amd64: w-amd; "
+                   "arm64: w-arm); one image boots only one: move the nodes of each architecture into a "
+                   "pool of their own"}))
+    items += [F.pool("infra"), F.machineconfig("rendered-infra-1"), F.node("i-0", "infra", "amd64")]
+    _, items, _ = run_cli.run(items)
+    for obj in F.owned(items, "infra"):
+        if obj["kind"] == "Pod":
+            kubelet.set_phase(obj, "Succeeded")
+    _, items, _ = run_cli.run(items)
+    infra = F.the_pool(items, "infra")["metadata"]["annotations"]
+    infra.pop(A.ARCH_NODES)                        # as the last release left it: no arch-nodes
+    code, again, err = run_cli.run(items)
+    assert code == 0, err
+    assert F.the_pool(again, "infra") == F.the_pool(items, "infra")          # no write
+    assert ann(again)[A.ARCH] == "amd64,arm64" and sorted(by_arch(again)) == ["amd64", "arm64"]
