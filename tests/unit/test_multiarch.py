@@ -426,3 +426,30 @@ def test_a_mixed_pool_the_last_release_blocked_builds_and_one_architecture_pools
     assert code == 0, err
     assert F.the_pool(again, "infra") == F.the_pool(items, "infra")          # no write
     assert ann(again)[A.ARCH] == "amd64,arm64" and sorted(by_arch(again)) == ["amd64", "arm64"]
+
+
+def test_a_change_the_nodes_take_live_builds_no_architecture(run_cli):
+    """liveChanges: apply (issue 39) holds for a mixed pool: an SSH key builds nothing, for neither
+    architecture, and the index stays the pool's image; a file the daemon reboots for builds both.
+    On snapshots: a live run reads each image from the registry (the real one in
+    tests/realapi/test_realapi_gate.py)."""
+    any_cli = run_cli
+    from tests.support import mconode
+    from tests.unit.test_live_change import change, ssh_mc
+    from tests.unit.test_live_change import world as live_world
+    from tests.unit.test_gate import cycle, pool
+    from tests.unit.test_rollout import ours, source_mc
+    items = live_world()
+    (w2,) = [o for o in items if o["kind"] == "Node" and o["metadata"]["name"] == "w2"]
+    w2["metadata"]["labels"][ARCH] = "arm64"
+    items = cycle(any_cli, items, mconode.Counter())
+    a = pool(items)["metadata"]["annotations"]
+    image = a[A.IMAGE]
+    assert a[A.ARCH] == "amd64,arm64" and image in dict(images.entries(pool(items))).values()
+    assert ours(items)[0]["spec"]["osImageURL"] == image
+    items, counter, started = change(any_cli, items, ssh_mc())
+    assert started == [] and pool(items)["metadata"]["annotations"][A.IMAGE] == image
+    assert pool(items)["metadata"]["annotations"][A.LIVE] == "none" and counter.os_changes == 0
+    items, counter, started = change(any_cli, items, source_mc("99-worker-motd", "worker", {"/etc/motd": "hi"}))
+    assert len(started) == 1 and pool(items)["metadata"]["annotations"][A.IMAGE] != image
+    assert counter.os_changes == 2                          # each node, once, onto the new index
