@@ -242,7 +242,7 @@ def owned_volumes(cluster: Cluster, namespace: str, found: Settings | Problem, p
     turned off, or the pool opted out); with `emptyDir` a steady run makes no LIST for them (a pool
     deleted without a run after that takes its volume with it: ownerReference, the garbage
     collector). Where only the setting wants them, a 403 is no volumes, with why (the second)."""
-    recorded = any(storage.recorded_claim(objects.annotations(p)) for p in pools)
+    recorded = any(storage.recorded_claims(objects.annotations(p)) for p in pools)
     problems: list[str] = []
     owned = list_owned(cluster, namespace, pool, machineconfig_rollout(found),
                        volumes=recorded or (isinstance(found, Settings) and found.persistent_storage),

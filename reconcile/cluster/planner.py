@@ -140,7 +140,7 @@ class Planner:
                 except registry.RegistryError as err:
                     self.instances[key] = ("", f"not resolved: {err}; buildah picks it from the list")
         base, why = self.instances[key]
-        return replace(part, base=base, base_why=why)
+        return replace(part, base=base, base_why=why, size=self._base_size(*key))
 
     def _with_base(self, d: decision.Decision) -> decision.Decision:
         """A build that is due, with its base image's size (one GET of the manifest, two for a
@@ -148,7 +148,12 @@ class Planner:
         answer too: the build is sized by the defaults, saying so (core/storage/disk.py)."""
         if not d.needs_build or (self.material is not None and self.material.problem):
             return d
-        key = (d.inputs.base_image, d.inputs.arch)
+        if d.parts:                     # each architecture's build is sized by its own instance
+            return d
+        return replace(d, base=self._base_size(d.inputs.base_image, d.inputs.arch))
+
+    def _base_size(self, image: str, arch: str) -> disk.BaseSize:
+        key = (image, arch)
         if key not in self.bases:
             if self.base_client is None:
                 self.bases[key] = disk.BaseSize(key[0], why="a snapshot run does not ask the registry")
@@ -157,7 +162,7 @@ class Planner:
                     self.bases[key] = disk.BaseSize(key[0], self.base_client.image_size(*key))
                 except registry.RegistryError as err:
                     self.bases[key] = disk.BaseSize(key[0], why=str(err))
-        return replace(d, base=self.bases[key])
+        return self.bases[key]
 
     def pull_auths(self) -> dict[str, Any]:
         """Registry credentials for the base image: what the build pulls with (the pull secret

@@ -33,6 +33,7 @@ from typing import Any
 from reconcile.contract import annotations as A
 from reconcile.contract import naming, objects
 from reconcile.core import desired, images
+from reconcile.core.storage import disk
 from reconcile.imagebuild.builders.base import Builder, BuildStatus
 from reconcile.imagebuild.platform import architecture, imageindex
 
@@ -57,6 +58,8 @@ class Part:
     #: whose instance buildah picks for the platform it builds; `base_why` says why)
     base: str = ""
     base_why: str = ""
+    #: the size of that instance, when the shell asked (its build's disk and volume: core/storage/)
+    size: disk.BaseSize | None = None
 
     @property
     def build_id(self) -> str:

@@ -435,9 +435,9 @@ def test_a_change_the_nodes_take_live_builds_no_architecture(run_cli):
     tests/realapi/test_realapi_gate.py)."""
     any_cli = run_cli
     from tests.support import mconode
+    from tests.unit.test_gate import cycle, pool
     from tests.unit.test_live_change import change, ssh_mc
     from tests.unit.test_live_change import world as live_world
-    from tests.unit.test_gate import cycle, pool
     from tests.unit.test_rollout import ours, source_mc
     items = live_world()
     (w2,) = [o for o in items if o["kind"] == "Node" and o["metadata"]["name"] == "w2"]
@@ -453,3 +453,30 @@ def test_a_change_the_nodes_take_live_builds_no_architecture(run_cli):
     items, counter, started = change(any_cli, items, source_mc("99-worker-motd", "worker", {"/etc/motd": "hi"}))
     assert len(started) == 1 and pool(items)["metadata"]["annotations"][A.IMAGE] != image
     assert counter.os_changes == 2                          # each node, once, onto the new index
+
+
+def test_each_architecture_keeps_a_build_storage_volume_of_its_own(run_cli):
+    """buildStorage: persistent (the default): one volume per architecture, since each build runs on
+    a node of its own architecture and keeps that architecture's base; each Pod mounts its own, the
+    pool records both, and they outlive the builds (core/storage/)."""
+    from reconcile.core import storage
+    from tests.unit.test_storage import storage_class
+    items = world() + [storage_class("gp3-csi", default=True)]
+    F.find(items, "ConfigMap", "on-cluster-build-config")[0]["data"]["buildStorage"] = "persistent"
+    _, items, err = run_cli.run(items)
+    volumes = {o["metadata"]["annotations"][A.ARCH]: o["metadata"]["name"]
+               for o in F.owned(items, "worker") if o["kind"] == "PersistentVolumeClaim"}
+    assert sorted(volumes) == ["amd64", "arm64"] and len(set(volumes.values())) == 2, err
+    for arch, pod in by_arch(items).items():
+        assert storage.claim_of(pod) == volumes[arch]
+    assert storage.recorded_claims(ann(items)) == volumes
+    finish(items, amd64="Succeeded", arm64="Succeeded")
+    _, items, _ = run_cli.run(items)
+    assert ann(items)[A.STATE] == A.SUCCEEDED and not builds(items)
+    kept = {o["metadata"]["name"] for o in F.owned(items, "worker") if o["kind"] == "PersistentVolumeClaim"}
+    assert kept == set(volumes.values()) and storage.recorded_claims(ann(items)) == volumes
+    # a rebuild: each architecture's build mounts its own volume again, none is made
+    F.the_pool(items)["metadata"]["annotations"][A.REBUILD] = "1"
+    _, items, _ = run_cli.run(items)
+    assert {arch: storage.claim_of(pod) for arch, pod in by_arch(items).items()} == volumes
+    assert {o["metadata"]["name"] for o in F.owned(items, "worker") if o["kind"] == "PersistentVolumeClaim"} == kept

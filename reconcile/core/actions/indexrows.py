@@ -12,16 +12,13 @@ from typing import Any
 
 from reconcile.contract import annotations as A
 from reconcile.contract import objects
-from reconcile.core import desired, images, multiarch
+from reconcile.core import desired, images, multiarch, storage
 from reconcile.core.actions import Write
 from reconcile.core.actions.step import Step, apply_rollout, create_missing, record_blocked, rollout_of
 from reconcile.core.decision import MISSING
 from reconcile.core.transitions import Transition
+from reconcile.imagebuild import builders
 from reconcile.imagebuild.platform import imageindex
-
-#: What the pool's message says of its build storage: each architecture builds in an emptyDir.
-STORAGE_NOTE = ("build storage: an emptyDir for each architecture's build (a mixed pool keeps no "
-                "build storage volume yet)")
 
 
 def tag(d: Any, part: multiarch.Part) -> str:
@@ -41,18 +38,26 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
             return record_blocked(s, material.problem)
         if mc is None or mc is MISSING:
             return record_blocked(s, f"MachineConfig {d.inputs.rendered_config} not found")
-        placement = desired.default_placement(d.settings, d.builder)
         have = {(o.get("kind"), objects.name(o)): o for o in d.current}
+        records: dict[str, str | None] = {}
         for part in make:
+            placed = storage.place(d, material.classes, part.size, builders.storage_driver(d.builder),
+                                   arch=part.arch)
             try:
                 want = desired.objects(d.settings, d.pool, part.inputs, d.builder, mc, material,
-                                       part.next_attempt, placement, tag=tag(d, part),
+                                       part.next_attempt, placed, tag=tag(d, part),
                                        runs_on=multiarch.runs_on(part, d.parts, d.settings.emulated),
                                        base=part.base)
             except desired.Blocked as err:
                 return record_blocked(s, str(err))
+            if placed.create:           # the volume before the Pod that mounts it
+                s.plan.actions.append(Write("create", placed.create))
+            s.plan.notes += [f"{part.arch}: {n}" for n in (placed.note or placed.told,
+                                                          f"disk: {placed.disk.figures}") if n]
+            records[part.arch] = placed.record
             create_missing(s.plan, want, have)
-        s.plan.notes.append(STORAGE_NOTE)
+        if d.settings.persistent_storage and any(r is not None for r in records.values()):
+            s.base[A.BUILD_STORAGE] = storage.mixed_record(s.ann, records)
         s.plan.notes += [f"{p.arch}: FROM {p.base or p.inputs.base_image}"
                          + (f" ({p.base_why})" if p.base_why else "") for p in make]
         s.plan.notes += [f"{p.arch}: built under emulation (emulatedArchitectures) on a node of "

@@ -109,7 +109,7 @@ def _settle_storage(step: Step) -> None:
     after = objects.annotations(pool_patch(step.plan, d.pool)[1])
     deleted = [objects.name(a.obj) for a in step.plan.actions
                if a.verb == "delete" and a.obj.get("kind") == "Pod"]
-    step.delete(storage.settle(d, storage.recorded_claim(after), deleted))
+    step.delete(storage.settle(d, storage.recorded_claims(after).values(), deleted))
     if A.BUILD_STORAGE in after and not d.settings.persistent_storage:
         forget(step.plan, d.pool, A.BUILD_STORAGE)
 

@@ -14,9 +14,13 @@ The volume. A pool's build storage (`buildStorage: persistent`, the buildah Pod'
 PersistentVolumeClaim per pool that outlives the build Pod, mounted where buildah keeps its images,
 so that a rebuild reuses the base image an earlier build pulled.
 
-Per pool, not per architecture: pools build at once (an upgrade re-renders every pool), and one
+Per pool, not shared between pools: pools build at once (an upgrade re-renders every pool), and one
 volume for several would make the others wait or go without it; a pool's volume holds its own
-base and layers only, and goes with the pool.
+base and layers only, and goes with the pool. A mixed pool (core/multiarch.py) has one per
+architecture: its builds run at once on nodes of different architectures, and each stores that
+architecture's base. Its name hashes the architecture too, the volume says it
+(`ocl-reconciler.io/arch`), and the pool records each one: `<arch>=PersistentVolumeClaim/<name>`
+entries separated by spaces (`<arch>=emptyDir` for a build without one).
 
 **One build at a time.** ReadWriteOnce is per node: two Pods on one node can both mount it. So a
 new build Pod mounts it only when none of our Pods that mount it may still run (phase neither
@@ -124,10 +128,32 @@ def claim_of(obj: Mapping[str, Any] | None) -> str:
     return ""
 
 
-def recorded_claim(ann: Mapping[str, str]) -> str:
-    """The volume the pool's record names ("": none)."""
+def recorded_claim(ann: Mapping[str, str], arch: str = "") -> str:
+    """The volume the pool's record names ("": none); `arch`: a mixed pool's, for that architecture."""
+    return recorded_claims(ann).get(arch, "")
+
+
+def recorded_claims(ann: Mapping[str, str]) -> dict[str, str]:
+    """Every volume the pool's record names, by architecture ("" for a pool of one)."""
     value = ann.get(A.BUILD_STORAGE) or ""
-    return value[len(RECORDED):] if value.startswith(RECORDED) else ""
+    if value.startswith(RECORDED):
+        return {"": value[len(RECORDED):]}
+    out = {}
+    for item in value.split() if "=" in value.split(" ", 1)[0] else ():
+        arch, _, record = item.partition("=")
+        if record.startswith(RECORDED):
+            out[arch] = record[len(RECORDED):]
+    return out
+
+
+def mixed_record(ann: Mapping[str, str], placed: Mapping[str, str | None]) -> str:
+    """A mixed pool's record once its architectures' builds in `placed` got their placements'
+    records (None: left as it was): `<arch>=PersistentVolumeClaim/<name>` or `<arch>=emptyDir`."""
+    entries = {arch: RECORDED + claim for arch, claim in recorded_claims(ann).items() if arch}
+    for arch, record in placed.items():
+        if record is not None:
+            entries[arch] = record if record.startswith(RECORDED) else settings.STORAGE_EMPTYDIR
+    return " ".join(f"{arch}={record}" for arch, record in sorted(entries.items()))
 
 
 def _owned_by(volume: Mapping[str, Any], key: str, value: Any) -> bool:
@@ -185,9 +211,10 @@ def _size(obj: Mapping[str, Any]) -> float:
     return settings.amount(wanted) if settings.QUANTITY.match(wanted) else 0.0     # none: fits no known size
 
 
-def claim_name(pool: str, storage_class: str, size: str, builder_image: str) -> str:
+def claim_name(pool: str, storage_class: str, size: str, builder_image: str, arch: str = "") -> str:
     return naming.object_name("storage", pool, naming.build_id(
-        {"class": storage_class, "size": size, "builder": builder_image})[:10])
+        {"class": storage_class, "size": size, "builder": builder_image,
+         **({"arch": arch} if arch else {})})[:10])
 
 
 @dataclass(frozen=True)
@@ -221,8 +248,10 @@ def placement_of(obj: Mapping[str, Any]) -> Placement:
                      claim_of(obj), record=ann.get(A.BUILD_STORAGE))
 
 
-def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: str) -> Placement:
-    """The storage of the build a START or RETRY of decision `d` makes (core/decision.py)."""
+def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: str,
+          arch: str = "") -> Placement:
+    """The storage of the build a START or RETRY of decision `d` makes (core/decision.py); `arch`:
+    one architecture's build of a mixed pool, which gets a volume of its own."""
     found, inp = d.settings, d.inputs
     empty = disk.plan(found, base, settings.STORAGE_EMPTYDIR, driver)
     if not found.persistent_storage:
@@ -231,11 +260,12 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
         return _fallback(d, empty, f"{d.builder.kind}s have no persistent build storage (an OpenShift Build "
                                    "mounts only Secrets, ConfigMaps and CSI ephemeral volumes, read-only)")
     refused = _refused(d)
-    trusted = [v for v in d.storage if not any(v is r for r, _ in refused)]
+    trusted = [v for v in d.storage if not any(v is r for r, _ in refused)
+               and objects.annotations(v).get(A.ARCH, "") == arch]
     use, why = storage_class(found, classes)
     from_record = use is None
     if from_record:         # the recorded volume, if it still fits; never a new one of its class
-        kept = [v for v in trusted if objects.name(v) == recorded_claim(objects.annotations(d.pool))
+        kept = [v for v in trusted if objects.name(v) == recorded_claim(objects.annotations(d.pool), arch)
                 and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
@@ -246,8 +276,8 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
             and objects.spec(v).get("storageClassName") == use
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
-    wanted = claim_name(inp.pool, use, want.volume, inp.builder_image)
-    chosen = max(fits, key=lambda v: (objects.name(v) == recorded_claim(objects.annotations(d.pool)),
+    wanted = claim_name(inp.pool, use, want.volume, inp.builder_image, arch)
+    chosen = max(fits, key=lambda v: (objects.name(v) == recorded_claim(objects.annotations(d.pool), arch),
                                       objects.name(v) == wanted, _size(v)), default=None)
     if chosen is None and from_record:      # kept for a later build, the record as it is
         return Placement(empty, note=WarningNote(
@@ -268,7 +298,8 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
     create = None if chosen else templates.render_object(
         "pvc-storage.yaml.j2", name=claim, namespace=found.namespace,
         labels={naming.MANAGED_BY: naming.MANAGER, naming.POOL_LABEL: naming.pool_label(inp.pool)},
-        annotations={A.BUILDER_IMAGE: inp.builder_image, **_argocd()}, owner=naming.owner_reference(d.pool),
+        annotations={A.BUILDER_IMAGE: inp.builder_image, **({A.ARCH: arch} if arch else {}), **_argocd()},
+        owner=naming.owner_reference(d.pool),
         storage_class=use, size=want.volume)
     return Placement(want, claim, create, RECORDED + claim, note=warning)
 
@@ -287,14 +318,14 @@ def _fallback(d: Any, empty: disk.Disk, why: str) -> Placement:
     return Placement(empty, record=record, told=told)
 
 
-def settle(d: Any, recorded_after: str, deleted: Iterable[str] = ()) -> list[Mapping[str, Any]]:
-    """The pool's volumes to delete once its plan recorded `recorded_after` (its record's volume,
-    "": none) and deleted the Pods named in `deleted`: with persistent storage for Pods, those
-    neither recorded nor mounted by a Pod of ours that stays; else all. Volumes being deleted are
-    left to finish."""
+def settle(d: Any, recorded_after: Iterable[str], deleted: Iterable[str] = ()) -> list[Mapping[str, Any]]:
+    """The pool's volumes to delete once its plan recorded `recorded_after` (its record's volumes)
+    and deleted the Pods named in `deleted`: with persistent storage for Pods, those neither
+    recorded nor mounted by a Pod of ours that stays; else all. Volumes being deleted are left to
+    finish."""
     keep, gone = set(), set(deleted)
     if d.settings is not None and d.settings.persistent_storage and getattr(d.builder, "kind", "") == "Pod":
-        keep = {recorded_after} | {claim_of(o) for o in (*d.current, *d.stale)
+        keep = set(recorded_after) | {claim_of(o) for o in (*d.current, *d.stale)
                                    if o.get("kind") == "Pod" and objects.name(o) not in gone}
     return [v for v in d.storage
             if objects.name(v) not in keep and not _deleting(v) and not untrusted(v, d.pool)]
