@@ -229,15 +229,25 @@ def _image(image: str, auths: Mapping[str, Any], timeout: float,
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest")
     manifest = _served(body, image, "manifest", digest)
+    return manifest, len(body), _config(image, host, path, manifest, auths, timeout, ctx, missing={})
+
+
+def _config(image: str, host: str, path: str, manifest: Mapping[str, Any], auths: Mapping[str, Any],
+            timeout: float, ctx: ssl.SSLContext | None,
+            missing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The image config a manifest names, checked against its digest; `missing` when it names none
+    (a manifest list), else RegistryError."""
     config = manifest.get("config")
     blob = config.get("digest") if isinstance(config, dict) else None
     if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
-        return manifest, len(body), {}
+        if missing is None:
+            raise RegistryError(f"{image}: its manifest names no image config")
+        return missing
     status, _, raw = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
                            f"{host}/{path}")
     if status >= 300:
         raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
-    return manifest, len(body), _served(raw, image, "config blob", blob)
+    return _served(raw, image, "config blob", blob)
 
 
 def _labels_of(config: Mapping[str, Any]) -> dict[str, str]:
@@ -325,25 +335,35 @@ _INDEXES = ("application/vnd.oci.image.index.v1+json",
             "application/vnd.docker.distribution.manifest.list.v2+json")
 
 
+def _where(image: str) -> tuple[str, str, str, str]:
+    """(repository, registry host, path, digest or tag) of an image reference. Raises RegistryError."""
+    try:
+        ref = imageref.parse(image)
+    except imageref.InvalidReference as err:
+        raise RegistryError(str(err)) from None
+    return (ref.repo, *auth.host_and_path(ref.repo), ref.digest or ref.tag or "latest")
+
+
+def _fetch(image: str, host: str, path: str, wanted: str, auths: Mapping[str, Any], timeout: float,
+           ctx: ssl.SSLContext | None) -> dict[str, Any]:
+    """The manifest `wanted` (a digest, checked, or a tag) of `image`'s repository. Raises RegistryError."""
+    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{wanted}", image, auths, timeout, ctx,
+                            f"{host}/{path}")
+    if status >= 300:
+        raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
+    return _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
+
+
 def _manifest_for(image: str, arch: str, auths: Mapping[str, Any], timeout: float,
                   ctx: ssl.SSLContext | None) -> tuple[str, str, dict[str, Any]]:
     """(repository, digest or tag, manifest) of an image's manifest for `arch` (a GOARCH name, on
     linux): the image's own, or of a manifest list or index the entry for `arch` ("" takes the only
     entry), a second GET. Raises RegistryError."""
-    try:
-        ref = imageref.parse(image)
-    except imageref.InvalidReference as err:
-        raise RegistryError(str(err)) from None
-    host, path = auth.host_and_path(ref.repo)
-    wanted = ref.digest or ref.tag or "latest"
+    repo, host, path, wanted = _where(image)
     for _ in range(2):
-        status, _, body = _call("GET", host, f"/v2/{path}/manifests/{wanted}", image, auths, timeout, ctx,
-                                f"{host}/{path}")
-        if status >= 300:
-            raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
-        doc = _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
+        doc = _fetch(image, host, path, wanted, auths, timeout, ctx)
         if doc.get("mediaType") not in _INDEXES and "manifests" not in doc:
-            return ref.repo, wanted, doc
+            return repo, wanted, doc
         listed = doc.get("manifests")
         if not isinstance(listed, list):
             raise RegistryError(f"{image}: its manifest list {wanted}: its manifests are not an array")
@@ -394,30 +414,13 @@ def platforms(image: str, auths: Mapping[str, Any], timeout: float = 30.0,
               ctx: ssl.SSLContext | None = None) -> tuple[str, ...]:
     """The architectures (GOARCH names, linux only) an image offers: its manifest list's or index's
     entries, or the one its config says. By tag or digest. Raises RegistryError."""
-    try:
-        ref = imageref.parse(image)
-    except imageref.InvalidReference as err:
-        raise RegistryError(str(err)) from None
-    host, path = auth.host_and_path(ref.repo)
-    wanted = ref.digest or ref.tag or "latest"
-    status, _, body = _call("GET", host, f"/v2/{path}/manifests/{wanted}", image, auths, timeout, ctx,
-                            f"{host}/{path}")
-    if status >= 300:
-        raise RegistryError(f"{image}: the registry answered {status} to GET of the manifest {wanted}")
-    doc = _served(body, image, f"manifest {wanted}", wanted if wanted.startswith("sha256:") else None)
+    _, host, path, wanted = _where(image)
+    doc = _fetch(image, host, path, wanted, auths, timeout, ctx)
     listed = doc.get("manifests")
     if isinstance(listed, list):
         return tuple(sorted({str(m["platform"].get("architecture")) for m in listed if isinstance(m, dict)
                              and isinstance(m.get("platform"), dict) and m["platform"].get("os") == "linux"}))
-    config = doc.get("config")
-    blob = config.get("digest") if isinstance(config, dict) else None
-    if not isinstance(blob, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", blob):
-        raise RegistryError(f"{image}: its manifest names no image config")
-    status, _, raw = _call("GET", host, f"/v2/{path}/blobs/{blob}", image, auths, timeout, ctx,
-                           f"{host}/{path}")
-    if status >= 300:
-        raise RegistryError(f"{image}: the registry answered {status} to GET of its config {blob}")
-    arch = _served(raw, image, "config blob", blob).get("architecture")
+    arch = _config(image, host, path, doc, auths, timeout, ctx).get("architecture")
     return (str(arch),) if arch else ()
 
 
