@@ -27,6 +27,7 @@ Expected values come from the docs and from upstream, not from our output:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,10 +64,12 @@ def failed_run(setup: Setup) -> str:
     setup.repo.commit("the CronJob resumed, a run every minute")
     setup.sync_and_settle(PRODUCT)
     setup.api.request("DELETE", f"/api/v1/namespaces/{F.MCO_NS}/configmaps/{MISSING}")
+    deleted = time.monotonic()
     before = set(setup.scheduled_jobs())            # started before the deletion: they may have read it
     job = setup.argo.wait("the CronJob's next run", lambda: min(set(setup.scheduled_jobs()) - before, default=None),
                           seconds=100)
     assert setup.wait_job(job) == "Failed/BackoffLimitExceeded", setup.describe(job)
+    setup.figures["deletion to the next run's Job Failed s"] = round(time.monotonic() - deleted, 1)
     return job
 
 
