@@ -1,14 +1,9 @@
 """Argo CD's own controllers sync the product from git onto the real node (issue 54).
 
-tests/support/argocdreal.py runs the application-controller and repo-server (and redis) against the
-node's kube-apiserver; the Application's source is a git repository holding the project's
-kustomize/ and a test overlay of overlays/argocd that sets, as docs/argocd.md tells a user to, the
-image (the one built from the Containerfile) and the settings ConfigMap (the scenario's: Builds of
-`openshift-image-builder`, played through their status as OpenShift's build controller would). It
-also suspends the CronJob: its `*/5` tick would start a run beside the hook's (the Lease would skip
-one of them), as in test_cronjob.py. A second Application manages the pool `worker` from the same
-repository, as docs/argocd.md's "When an Argo CD Application manages the MachineConfigPools" says:
-its health is our Lua check, judged by the controller.
+tests/support/argocdnode.py's `synced` sets up the module: Argo CD's application-controller and
+repo-server (and redis) against the node's kube-apiserver, a git repository with the project's
+kustomize/ and a test overlay of overlays/argocd (the image, the settings, the CronJob suspended),
+the product's Application and a second one that manages the pool `worker`, both synced once.
 
 Expected waves, hook and health come from docs/argocd.md and Argo CD's documented states
 (operationState.phase, syncResult.resources[].syncPhase/hookPhase, sync.status, health.status); the
@@ -17,23 +12,28 @@ it), never our timestamps. One Application setup serves every test of the module
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from reconcile.contract import annotations as A
-from tests.support import argocdnode, argocdreal, nodejobs, productimage, realserver
+from tests.support import argocdnode, argocdreal, nodejobs
 from tests.support import factory as F
-from tests.support.nodejobs import build_of
+from tests.support.argocdnode import (
+    HOOK,
+    OVERLAY,
+    POOLS,
+    PRODUCT,
+    Setup,
+    documented_message,
+    health_is,
+    overlay,
+    settings,
+)
 
 pytestmark = pytest.mark.realnode
 
-PRODUCT, POOLS = "ocl-reconciler", "ocl-pools"
-OVERLAY = "kustomize/overlays/test-argocd"
-HOOK = "ocl-reconciler-postsync"
 #: docs/argocd.md "The overlay": the Namespace -3, the ServiceAccounts -2, RBAC -1, the settings 0,
 #: the CronJob 1; the pool and namespace policies of overlays/openshift -2; a kind without a wave 0
 #: (Argo CD's sync-waves.md)
@@ -42,127 +42,10 @@ DOC_WAVES = {"Namespace": -3, "ServiceAccount": -2, "ValidatingAdmissionPolicy":
              "ClusterRoleBinding": -1, "ConfigMap": 0, "PrometheusRule": 0, "CronJob": 1}
 
 
-def settings(**changes: str) -> dict[str, str]:
-    return {**nodejobs.settings()["data"], **changes}
-
-
-def overlay(image: str, data: dict[str, str]) -> dict[str, Any]:
-    """The user's overlay docs/argocd.md asks for: overlays/argocd, their image and their settings."""
-    name, _, tag = image.rpartition(":")
-    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": ["../argocd"],
-            "images": [{"name": "quay.io/ocl-reconciler/ocl-reconciler", "newName": name, "newTag": tag}],
-            "patches": [{"target": {"kind": "ConfigMap", "name": "on-cluster-build-config"},
-                         "patch": _json_patch("/data", data)},
-                        {"target": {"kind": "CronJob", "name": nodejobs.CRONJOB},
-                         "patch": _json_patch("/spec/suspend", True)}]}
-
-
-def _json_patch(path: str, value: Any) -> str:
-    return json.dumps([{"op": "add", "path": path, "value": value}])
-
-
-def pool_in_git(pool: dict[str, Any]) -> dict[str, Any]:
-    """The pool as its owner keeps it in git: no server fields, none of our annotations."""
-    meta = pool["metadata"]
-    return {"apiVersion": pool["apiVersion"], "kind": pool["kind"],
-            "metadata": {"name": meta["name"], "labels": meta["labels"]}, "spec": pool["spec"]}
-
-
-class Setup(nodejobs.Jobs):
-    """The node, Argo CD, the repository and the two Applications; `first` is the first sync's record."""
-
-    def __init__(self, node: Any, argo: argocdreal.Argo, repo: argocdreal.Repo, image: str):
-        self.node, self.api, self.argo, self.repo, self.image = node, node.api, argo, repo, image
-        self.figures: dict[str, float] = {}
-        self.builds: list[str] = []          # the Builds played to their end, in order
-
-    def app(self, name: str = PRODUCT) -> dict[str, Any]:
-        return self.argo.app(name)
-
-    def status(self, name: str = PRODUCT) -> dict[str, Any]:
-        return self.app(name).get("status") or {}
-
-    def resource(self, kind: str, name: str, app: str = POOLS) -> dict[str, Any]:
-        return next((r for r in self.status(app).get("resources") or []
-                     if r["kind"] == kind and r["name"] == name), {})
-
-    def pool_health(self) -> dict[str, Any]:
-        return self.resource("MachineConfigPool", "worker").get("health") or {}
-
-    def ann(self) -> dict[str, str]:
-        return self.api.get("MachineConfigPool", "", "worker")["metadata"].get("annotations") or {}
-
-    def finish_build(self, phase: str, after: str | None = None) -> dict[str, Any]:
-        """The Build the run started (another than `after`), played to `phase` as OpenShift would."""
-        build = self.argo.wait("the run's Build", lambda: build_of_named(self, after), seconds=90)
-        self.builds.append(build["metadata"]["name"])
-        return nodejobs.finish_build(self.api, build, phase)
-
-    def sync_and_settle(self, name: str = PRODUCT, build: str | None = None, after: str | None = None) -> dict[str, Any]:
-        """A sync asked for, the run's Build played to `build` (if one is awaited), then the
-        operation's end and Synced + Healthy; returns the operation state."""
-        started = self.operation_started(name)
-        self.argo.sync(name)
-        self.argo.wait("the sync to start", lambda: self.operation_started(name) != started)
-        if build:
-            self.finish_build(build, after)
-        return self.settled(name)
-
-    def operation_started(self, name: str) -> str:
-        return (self.status(name).get("operationState") or {}).get("startedAt", "")
-
-    def settled(self, name: str = PRODUCT) -> dict[str, Any]:
-        def done() -> dict[str, Any] | None:
-            s = self.status(name)
-            op = s.get("operationState") or {}
-            if op.get("phase") in ("Failed", "Error"):
-                raise AssertionError(f"the sync of {name} ended {op['phase']}: {op.get('message')}")
-            if op.get("phase") == "Succeeded" and s["sync"]["status"] == "Synced" and \
-                    s["health"]["status"] == "Healthy" and "operation" not in self.app(name):
-                return op
-            return None
-        return self.argo.wait(f"{name} Synced and Healthy", done, seconds=150)
-
-
-def build_of_named(setup: Setup, after: str | None) -> dict[str, Any] | None:
-    build = build_of(setup)
-    return build if build and build["metadata"]["name"] != after else None
-
-
 @pytest.fixture(scope="module")
 def setup(node, tmp_path_factory) -> Iterator[Setup]:
-    image = productimage.product_image()
-    node.import_image(image.archive)
-    work = tmp_path_factory.mktemp("argocd")
-    argo = argocdreal.Argo(work / "argo", node.api, node.admin)
-    with node.api.serving([realserver.PROMETHEUSRULE_CRD]):
-        nodejobs.clear_scenario(node.api)    # another realnode test of the worker may have left its
-        nodejobs.uninstall(node)             # scenario, and installed the product
-        argocdnode.seed(node)
-        repo = argocdreal.Repo(work / "repo")
-        repo.write(f"{OVERLAY}/kustomization.yaml", overlay(image.name, settings()))
-        repo.write("pools/worker.yaml", pool_in_git(F.pool()))
-        argo.start()
-        s = Setup(node, argo, repo, image.name)
-        try:
-            first_sync(s)
-            yield s
-        finally:
-            argocdnode.teardown(node, argo, (PRODUCT, POOLS))
-            print(f"argocd figures: {s.figures}")
-
-
-def first_sync(s: Setup) -> None:
-    s.argo.create_app(POOLS, s.repo.folder, "pools")
-    s.repo.commit("the product and the pool")
-    committed = time.monotonic()
-    s.argo.create_app(PRODUCT, s.repo.folder, OVERLAY)
-    s.figures["argo startup s"] = round(s.argo.startup_seconds, 1)
-    s.sync_and_settle(POOLS)
-    s.first = s.sync_and_settle(PRODUCT, build="Succeeded")
-    s.figures["first sync: commit to Synced+Healthy s"] = round(time.monotonic() - committed, 1)
-
+    with argocdnode.synced(node, tmp_path_factory) as s:
+        yield s
 
 
 def test_the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted(setup):
@@ -199,10 +82,7 @@ def test_a_second_sync_and_a_hard_refresh_find_nothing_to_change(setup):
         r["name"] for r in op["syncResult"]["resources"]
         if r.get("syncPhase") == "Sync" and r.get("message", "").endswith(" configured"))
     for name in (PRODUCT, POOLS):
-        setup.argo.refresh(name, "hard")
-        setup.argo.wait("the refresh", lambda n=name: "argocd.argoproj.io/refresh" not in
-                        (setup.app(n)["metadata"].get("annotations") or {}))
-        s = setup.status(name)
+        s = setup.refreshed(name, "hard")
         assert (s["sync"]["status"], s["health"]["status"]) == ("Synced", "Healthy"), s
         drift = [r for r in s["resources"] if not r.get("hook") and r["status"] != "Synced"]
         assert not drift, drift
@@ -219,17 +99,6 @@ def rebuild(setup: Setup, token: str) -> str:
     setup.api.request("PATCH", setup.api.path("MachineConfigPool", "", "worker"),
                       {"metadata": {"annotations": {A.REBUILD: token}}}, content_type="application/merge-patch+json")
     return run_from_cronjob(setup, f"run-{token}")
-
-
-def health_is(setup: Setup, status: str) -> dict[str, Any] | None:
-    health = setup.pool_health()
-    return health if health.get("status") == status and setup.status(POOLS)["health"]["status"] == status else None
-
-
-def documented_message(ann: dict[str, str]) -> str:
-    """docs/argocd.md: `STATE: MESSAGE`, or `Layered OS image build STATE` without a message."""
-    state, message = ann[A.STATE], ann.get(A.MESSAGE)
-    return f"{state}: {message}" if message else f"Layered OS image build {state}"
 
 
 def test_the_pools_health_through_the_controller_follows_the_reconcilers_record(setup):

@@ -91,6 +91,13 @@ class Jobs:
             return None
         return waiting.until(f"job {name}'s end", ended, seconds, every=0.5, why=lambda: self.describe(name))
 
+    def scheduled_jobs(self) -> list[str]:
+        """The Jobs the CronJob controller started (its scheduled-timestamp annotation, its owner)."""
+        jobs = self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs")[1]["items"]
+        return sorted(j["metadata"]["name"] for j in jobs
+                      if "batch.kubernetes.io/cronjob-scheduled-timestamp" in (j["metadata"].get("annotations") or {})
+                      and any(o["kind"] == "CronJob" and o.get("controller") for o in j["metadata"].get("ownerReferences", [])))
+
     def pods(self, job: str) -> list[dict[str, Any]]:
         return self.api.list("Pod", F.NS, selector=f"job-name={job}")
 
@@ -147,13 +154,6 @@ class Deployed(Jobs):
         """A run started from the CronJob's jobTemplate (`kubectl create job --from`)."""
         self.kubectl("create", "job", name, f"--from=cronjob/{CRONJOB}", "-n", F.NS)
         return name
-
-    def scheduled_jobs(self) -> list[str]:
-        """The Jobs the CronJob controller started (its scheduled-timestamp annotation, its owner)."""
-        jobs = self.api.request("GET", f"/apis/batch/v1/namespaces/{F.NS}/jobs")[1]["items"]
-        return sorted(j["metadata"]["name"] for j in jobs
-                      if "batch.kubernetes.io/cronjob-scheduled-timestamp" in (j["metadata"].get("annotations") or {})
-                      and any(o["kind"] == "CronJob" and o.get("controller") for o in j["metadata"].get("ownerReferences", [])))
 
     def cronjob_events(self, reason: str) -> list[dict[str, Any]]:
         return [e for e in self.api.list("Event", F.NS)
