@@ -11,7 +11,15 @@ import pytest
 from reconcile.cluster import ClusterError, apply, observe
 from reconcile.cluster.memory import MemoryCluster
 from reconcile.cluster.planner import Planner
-from tests.standin.test_fault_matrix import SCENARIOS, comparable, history, new_config, opt_out, phase
+from tests.standin.test_fault_matrix import (
+    SCENARIOS,
+    comparable,
+    history,
+    new_config,
+    opt_out,
+    phase,
+    rebuild,
+)
 from tests.support import factory as F
 
 
@@ -67,6 +75,23 @@ def back_to_emptydir(items):
     next(o for o in items if o["metadata"]["name"] == "on-cluster-build-config")["data"]["buildStorage"] = "emptyDir"
 
 
+def arm64_node(items):
+    """An arm64 node joins worker (with worker-0, amd64): a mixed pool (core/multiarch.py)."""
+    items.append(F.node("worker-1", "worker", "arm64"))
+    F.the_pool(items)["status"]["machineCount"] = 2
+
+
+def arm64_leaves(items):
+    items[:] = [o for o in items if not (o["kind"] == "Node" and o["metadata"]["name"] == "worker-1")]
+    F.the_pool(items)["status"]["machineCount"] = 1
+
+
+#: a mixed pool: a build per architecture, one index; an architecture retried; one that leaves
+MIXED = {"mixed-build-succeeds": [arm64_node, phase("Running"), phase("Succeeded"), None],
+         "mixed-evicted-then-retried": [arm64_node, phase("Evicted"), phase("Succeeded")],
+         "mixed-fails-then-rebuilt": [arm64_node, phase("Failed"), rebuild, phase("Succeeded")],
+         "mixed-storage-then-an-architecture-leaves": [persistent, arm64_node, phase("Succeeded"), arm64_leaves]}
+
 #: the build storage's lifecycle: made, kept, not mounted while the interrupted build's Pod runs,
 #: replaced, removed with the setting, and again with the opt-out
 STORAGE = {"storage-kept-replaced-removed": [persistent, phase("Running"), new_config, phase("Succeeded"),
@@ -75,10 +100,10 @@ STORAGE = {"storage-kept-replaced-removed": [persistent, phase("Running"), new_c
 
 
 @pytest.mark.parametrize("builder", sorted(F.BUILD_KINDS))
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS) + sorted(STORAGE))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS) + sorted(STORAGE) + sorted(MIXED))
 def test_killed_before_every_write_converges_to_fault_free_result(monkeypatch, builder, scenario):
     monkeypatch.setattr(F, "BUILDER", builder)
-    steps = SCENARIOS.get(scenario) or STORAGE[scenario]
+    steps = SCENARIOS.get(scenario) or STORAGE.get(scenario) or MIXED[scenario]
     def fault_free(items):
         cluster = MemoryCluster(items, clock=lambda: F.NOW)
         one_run(cluster)

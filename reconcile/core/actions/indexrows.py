@@ -32,6 +32,7 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
     transient failure's next attempt), and record the parts' state as one."""
     d = s.d
     make = [p for p in d.parts if p.needs_object] if d.transition is not Transition.FAIL else []
+    records: dict[str, str | None] = {}
     if make:
         material = material or desired.Material()
         if material.problem:
@@ -39,7 +40,6 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
         if mc is None or mc is MISSING:
             return record_blocked(s, f"MachineConfig {d.inputs.rendered_config} not found")
         have = {(o.get("kind"), objects.name(o)): o for o in d.current}
-        records: dict[str, str | None] = {}
         for part in make:
             placed = storage.place(d, material.classes, part.size, builders.storage_driver(d.builder),
                                    arch=part.arch)
@@ -56,18 +56,26 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
                                                           f"disk: {placed.disk.figures}") if n]
             records[part.arch] = placed.record
             create_missing(s.plan, want, have)
-        if d.settings.persistent_storage and any(r is not None for r in records.values()):
-            s.base[A.BUILD_STORAGE] = storage.mixed_record(s.ann, records)
+
         s.plan.notes += [f"{p.arch}: FROM {p.base or p.inputs.base_image}"
                          + (f" ({p.base_why})" if p.base_why else "") for p in make]
         s.plan.notes += [f"{p.arch}: built under emulation (emulatedArchitectures) on a node of "
                          f"{multiarch.runs_on(p, d.parts, d.settings.emulated)}"
                          for p in make if p.arch in d.settings.emulated]
+    if d.settings.persistent_storage:
+        # with the volumes of the builds that run on (a killed run's, one of the pool before it was
+        # mixed), each architecture's as its build object mounts it
+        records.update({p.arch: storage.RECORDED + claim for p in d.parts if p.arch not in records
+                        and (claim := storage.claim_of(p.build_obj))})
+        if records:
+            s.base[A.BUILD_STORAGE] = storage.mixed_record(s.ann, records)
     s.plan.architectures = {p.arch: multiarch.state(p) for p in d.parts}
-    if d.status is None:
-        message = (f"building for {', '.join(p.arch for p in d.parts)}: one build each, on a node of "
-                   "its architecture, then one image index")
-        s.record(A.PENDING, message)
+    if d.status is None or s.ann.get(A.BUILD) != s.base[A.BUILD]:
+        # the record's first write of this build says the same whatever a killed run made of it
+        building = [p.arch for p in d.parts if not p.reused]
+        s.record(A.PENDING, "; ".join(
+            [f"building for {', '.join(building)}: one build each, on a node of its architecture, then one "
+             "image index"] + [f"{p.arch}: reusing {p.candidate}" for p in d.parts if p.reused]))
     else:
         s.record(d.status.state, d.status.message)
     # after the record: a retried architecture's failed attempt, and older builds

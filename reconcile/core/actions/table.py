@@ -106,7 +106,15 @@ def _settle_storage(step: Step) -> None:
     """After the pool's record: its build storage volumes that nothing records or mounts go, and
     without persistent storage the record goes too (core/storage/)."""
     d = step.d
-    after = objects.annotations(pool_patch(step.plan, d.pool)[1])
+    pool_after = pool_patch(step.plan, d.pool)[1]
+    after = objects.annotations(pool_after)
+    if d.settings.persistent_storage and A.BUILD_STORAGE in after:
+        # a mixed pool's architectures changed: the record keeps those it builds for
+        record = storage.narrowed(after, (p.arch for p in d.parts), d.inputs.arch)
+        if record != after[A.BUILD_STORAGE]:
+            ops = patches.annotation_ops(pool_after, {A.BUILD_STORAGE: record})
+            extend_pool_patch(step.plan, d.pool, ops)
+            after = objects.annotations(pool_patch(step.plan, d.pool)[1])
     deleted = [objects.name(a.obj) for a in step.plan.actions
                if a.verb == "delete" and a.obj.get("kind") == "Pod"]
     step.delete(storage.settle(d, storage.recorded_claims(after).values(), deleted))

@@ -63,6 +63,7 @@ Pure: the StorageClasses are read by the shell (cluster/observe.py) when a build
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -135,25 +136,45 @@ def recorded_claim(ann: Mapping[str, str], arch: str = "") -> str:
 
 def recorded_claims(ann: Mapping[str, str]) -> dict[str, str]:
     """Every volume the pool's record names, by architecture ("" for a pool of one)."""
-    value = ann.get(A.BUILD_STORAGE) or ""
-    if value.startswith(RECORDED):
-        return {"": value[len(RECORDED):]}
-    out = {}
-    for item in value.split() if "=" in value.split(" ", 1)[0] else ():
-        arch, _, record = item.partition("=")
-        if record.startswith(RECORDED):
-            out[arch] = record[len(RECORDED):]
-    return out
+    entries = _entries(ann.get(A.BUILD_STORAGE) or "")
+    return {arch: record[len(RECORDED):] for arch, record in entries.items() if record.startswith(RECORDED)}
 
 
-def mixed_record(ann: Mapping[str, str], placed: Mapping[str, str | None]) -> str:
+def _entries(value: str) -> dict[str, str]:
+    """The record's entries by architecture: "" -> the record of a pool of one architecture, or a
+    mixed pool's `<arch>=<record>` entries."""
+    if not value or not re.match(r"^[a-z0-9]+=", value):
+        return {"": value} if value else {}
+    return {arch: record for arch, _, record in (item.partition("=") for item in value.split())}
+
+
+def _joined(entries: Mapping[str, str]) -> str | None:
+    return " ".join(f"{arch}={record}" for arch, record in sorted(entries.items())) or None
+
+
+def mixed_record(ann: Mapping[str, str], placed: Mapping[str, str | None]) -> str | None:
     """A mixed pool's record once its architectures' builds in `placed` got their placements'
     records (None: left as it was): `<arch>=PersistentVolumeClaim/<name>` or `<arch>=emptyDir`."""
-    entries = {arch: RECORDED + claim for arch, claim in recorded_claims(ann).items() if arch}
+    entries = {arch: record for arch, record in _entries(ann.get(A.BUILD_STORAGE) or "").items() if arch}
     for arch, record in placed.items():
         if record is not None:
             entries[arch] = record if record.startswith(RECORDED) else settings.STORAGE_EMPTYDIR
-    return " ".join(f"{arch}={record}" for arch, record in sorted(entries.items()))
+    return _joined(entries)
+
+
+def narrowed(ann: Mapping[str, str], archs: Iterable[str], arch: str) -> str | None:
+    """The record once the pool builds for `archs` (a mixed pool's) or for `arch` alone (`archs`
+    empty): the entries of architectures it no longer has go (their volumes with them, `settle`);
+    a pool back to one architecture keeps that one's volume, as a pool of one records it."""
+    value = ann.get(A.BUILD_STORAGE) or ""
+    entries, archs = _entries(value), set(archs)
+    if archs and set(entries) - archs:
+        return _joined({a: r for a, r in entries.items() if a in archs})
+    if archs:
+        return value or None
+    if "" in entries or not entries:
+        return value or None
+    return entries.get(arch) if (entries.get(arch) or "").startswith(RECORDED) else None
 
 
 def _owned_by(volume: Mapping[str, Any], key: str, value: Any) -> bool:
@@ -260,12 +281,16 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
         return _fallback(d, empty, f"{d.builder.kind}s have no persistent build storage (an OpenShift Build "
                                    "mounts only Secrets, ConfigMaps and CSI ephemeral volumes, read-only)")
     refused = _refused(d)
+    # a pool of one architecture may take the volume it kept for that architecture while it was mixed
+    archs = {arch} if arch else {"", inp.arch}
     trusted = [v for v in d.storage if not any(v is r for r, _ in refused)
-               and objects.annotations(v).get(A.ARCH, "") == arch]
+               and objects.annotations(v).get(A.ARCH, "") in archs]
+    recorded = recorded_claim(objects.annotations(d.pool), arch) or \
+        ("" if arch else recorded_claim(objects.annotations(d.pool), inp.arch))
     use, why = storage_class(found, classes)
     from_record = use is None
     if from_record:         # the recorded volume, if it still fits; never a new one of its class
-        kept = [v for v in trusted if objects.name(v) == recorded_claim(objects.annotations(d.pool), arch)
+        kept = [v for v in trusted if objects.name(v) == recorded
                 and not _deleting(v) and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image]
         if not kept:
             return _fallback(d, empty, why)
@@ -277,7 +302,7 @@ def place(d: Any, classes: Classes | None, base: disk.BaseSize | None, driver: s
             and objects.annotations(v).get(A.BUILDER_IMAGE) == inp.builder_image
             and (not want.known or _size(v) >= settings.amount(want.volume))]
     wanted = claim_name(inp.pool, use, want.volume, inp.builder_image, arch)
-    chosen = max(fits, key=lambda v: (objects.name(v) == recorded_claim(objects.annotations(d.pool), arch),
+    chosen = max(fits, key=lambda v: (objects.name(v) == recorded,
                                       objects.name(v) == wanted, _size(v)), default=None)
     if chosen is None and from_record:      # kept for a later build, the record as it is
         return Placement(empty, note=WarningNote(
