@@ -141,6 +141,43 @@ def test_a_stray_machineconfig_fails_preflight(real, openshift):
                                "the reconciler did not write it")
 
 
+def test_a_mixed_pool_is_checked_for_each_architecture_against_the_real_registry(real, openshift):
+    """Issue 55 item 5: the nodes (one LIST) and the base image's platforms (its index in the real
+    registry, read with the pull secret's credentials over TLS) for each architecture of a mixed
+    pool: amd64 has a node and a base; arm64 has a node, but the base offers amd64 and s390x only
+    (image-spec image-index.md: `platform.architecture` of each entry)."""
+    reg, ca = openshift
+    with R.basic_auth(USER, PASSWORD):
+        index = R.push_index(reg, "ocp/base", "multi", archs=("amd64", "s390x"))
+    items = good(reg, buildStorage="emptyDir")
+    items = [o for o in items if not (o["kind"] == "Secret" and o["metadata"]["name"] == "pull-secret")]
+    items += [secret("pull-secret", reg.host), F.node("worker-1", "worker", "arm64")]
+    for o in items:
+        if o["metadata"]["name"] == "machine-config-osimageurl":
+            o["data"]["baseOSContainerImage"] = f"{reg.host}/ocp/base@{index}"
+    real.seed(items)
+    for node in ("worker-0", "worker-1"):
+        # Ready, as its kubelet reports it (the status subresource); then without the not-ready
+        # taint the server's TaintNodesByCondition admission put on it at creation, as the node
+        # lifecycle controller takes it off a Ready node (kubernetes v1.34.2
+        # plugin/pkg/admission/nodetaint, pkg/controller/nodelifecycle)
+        got = real.api.get("Node", "", node)
+        assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in got["spec"]["taints"]
+        got["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                         "lastHeartbeatTime": "2026-11-29T12:00:00Z",
+                                         "lastTransitionTime": "2026-11-29T12:00:00Z"}]}
+        got = real.api.write_status(got)
+        got["spec"]["taints"] = []
+        real.api.request("PUT", real.api.path("Node", "", node), got)
+    code, lines = preflight(real, ca)
+    got = {(line["result"], line["message"]) for line in by_check(lines)["architectures"]}
+    assert ("ok", "MachineConfigPool worker: amd64: 1 schedulable node(s)") in got, lines
+    assert ("ok", "MachineConfigPool worker: arm64: 1 schedulable node(s)") in got, lines
+    assert ("fail", f"MachineConfigPool worker: arm64: the base image {reg.host}/ocp/base@{index} offers "
+                    "amd64, s390x, not linux/arm64") in got, lines
+    assert code == 2 and "architectures" in failing(lines)
+
+
 def test_a_good_setup_passes_every_check(real, openshift):
     reg, ca = openshift
     real.seed(good(reg))
@@ -149,8 +186,8 @@ def test_a_good_setup_passes_every_check(real, openshift):
     assert [line["result"] for line in lines] == ["ok"] * len(lines)
     checks = by_check(lines)
     assert list(checks) == ["namespace", "cronjob", "settings", "pull-secret", "push-secret", "permissions",
-                            "builder-account", "build-storage", "registry", "openshift-version", "mco-builder",
-                            "pools",
+                            "builder-account", "build-storage", "registry", "architectures", "openshift-version",
+                            "mco-builder", "pools",
                             "stray-machineconfigs", "pool-admission", "rollout-params", "pod-security",
                             "image-policy", "policy-key", "rendered-policy"]
     # no signing (docs/preflight.md: `image-policy` is ok with signing off and no policy covering
