@@ -182,6 +182,8 @@ def _said(p: Part, repo: str) -> str:
         return f"{p.arch}: built {p.image(repo)}"
     if p.status.state == A.FAILED and not p.failed:
         return f"{p.arch}: attempt {p.next_attempt} of {A.MAX_ATTEMPTS} after: {p.status.message}"
+    if p.status.state == A.FAILED and p.status.transient:
+        return f"{p.arch}: failed after {p.attempt} attempts: {p.status.message}"
     return f"{p.arch}: " + (p.status.message or p.status.state)
 
 

@@ -480,3 +480,15 @@ def test_each_architecture_keeps_a_build_storage_volume_of_its_own(run_cli):
     _, items, _ = run_cli.run(items)
     assert {arch: storage.claim_of(pod) for arch, pod in by_arch(items).items()} == volumes
     assert {o["metadata"]["name"] for o in F.owned(items, "worker") if o["kind"] == "PersistentVolumeClaim"} == kept
+
+
+def test_an_architecture_that_fails_for_a_transient_reason_three_times_fails_the_pool(run_cli):
+    """At most 3 attempts (docs/contract.md, "Transient failures"), counted for that architecture."""
+    _, items, _ = run_cli.run(world())
+    for _ in range(3):
+        finish(items, amd64="Succeeded", arm64="Evicted")
+        _, items, _ = run_cli.run(items)
+    a = ann(items)
+    assert a[A.STATE] == A.FAILED and a[A.MESSAGE].startswith("no image index: arm64: failed after 3 attempts: ")
+    arm = by_arch(items)["arm64"]
+    assert arm["metadata"]["name"].startswith("ocl-build3-worker-")

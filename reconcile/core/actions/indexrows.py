@@ -56,7 +56,6 @@ def follow(s: Step, mc: Mapping[str, Any] | None, material: desired.Material | N
                                                           f"disk: {placed.disk.figures}") if n]
             records[part.arch] = placed.record
             create_missing(s.plan, want, have)
-
         s.plan.notes += [f"{p.arch}: FROM {p.base or p.inputs.base_image}"
                          + (f" ({p.base_why})" if p.base_why else "") for p in make]
         s.plan.notes += [f"{p.arch}: built under emulation (emulatedArchitectures) on a node of "
