@@ -21,9 +21,7 @@ item 4, met or not, and the peak-disk factors (--write-table: manifests/build-di
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import io
 import json
 import os
 import platform
@@ -39,8 +37,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconcile import cli  # noqa: E402
-from reconcile.cluster import snapshot  # noqa: E402
 from tests.support import buildstorage, osimage  # noqa: E402
 from tests.support import factory as F  # noqa: E402
 from tests.support import realbuild as R  # noqa: E402
@@ -61,15 +57,7 @@ def machineconfigs() -> list[dict]:
 
 def render(registry: R.Registry, base: str, mc: dict, repo: str, work: Path) -> tuple[list, dict]:
     """The reconciler's first run on a cluster with one pool: its objects and the build Pod."""
-    items = osimage.one_pool(registry, base, mc, repo)
-    src, out = work / "in.yaml", work / "out.yaml"
-    snapshot.write(str(src), items)
-    os.environ.setdefault("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-        code = cli.main(["run", "--snapshot", str(src), "--write-snapshot", str(out)])
-    if code != 0:
-        raise RuntimeError(f"ocl-reconcile run: {err.getvalue()}")
-    after = snapshot.load(str(out))
+    after = osimage.run(osimage.one_pool(registry, base, mc, repo), work)
     return after, next(o for o in after if o["kind"] == "Pod")
 
 
