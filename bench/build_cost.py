@@ -16,6 +16,9 @@ wall time, bytes pulled (GET responses in the registry's log), bytes pushed (the
 completed, and new blobs in the registry's storage), the storage's peak disk, the base layers
 reused (not pulled) and the image layers reused on push (not uploaded). Then the goals of issue 32
 item 4, met or not, and the peak-disk factors (--write-table: manifests/build-disk.yaml). Root only.
+
+--archs instead gives each architecture's build time for a mixed pool, amd64 natively and arm64 under
+qemu-user, and the emulation factor (bench/build_cost_arch.py).
 """
 
 from __future__ import annotations
@@ -237,7 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", help="report on the figures a --json run wrote, without building")
     parser.add_argument("--in-pod", action="store_true",
                         help="then the same builds in the build Pod on a real node (bench/build_cost_pod.py)")
+    parser.add_argument("--archs", action="store_true",
+                        help="instead: each architecture's build time and the emulation factor "
+                             "(bench/build_cost_arch.py)")
+    parser.add_argument("--repeat", type=int, default=5, help="with --archs: builds of each architecture")
     args = parser.parse_args(argv)
+    if args.archs:
+        import build_cost_arch
+        return build_cost_arch.main(args)
     if args.from_json:
         figures = json.loads(Path(args.from_json).read_text())
         saved = figures["image"]

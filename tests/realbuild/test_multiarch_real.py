@@ -65,8 +65,8 @@ from reconcile.imagebuild.platform import imageindex
 from reconcile.imagebuild.signing import signer
 from tests.support import factory as F
 from tests.support import multiarch as M
-from tests.support import osimage, requirement
 from tests.support import realbuild as R
+from tests.support import requirement
 from tests.support import signing as S
 
 pytestmark = pytest.mark.realbuild
@@ -114,14 +114,6 @@ def tag_of(pod: dict) -> str:
     return next(e["value"] for e in container["env"] if e["name"] == "TAG")
 
 
-def build(world_root: Path, host: R.Host, items: list[dict], pod: dict, arch: str, name: str) -> str:
-    """The Pod's script run as a node of `arch` runs it; the digest it reported."""
-    code, message, logs = R.run_build_pod_unprivileged(pod, items, M.node_host(host, arch), world_root / name,
-                                                       pod_devices=True)
-    assert code == 0, logs
-    return message.strip()
-
-
 @pytest.fixture(scope="module")
 def world():
     R.ensure_tools()
@@ -138,14 +130,10 @@ def world():
     registry = R.Registry(root, tls=ca)
     try:
         host = R.Host(root, registry)
-        bases = {arch: M.base_image(host, f"{registry.host}/ocl/base:{arch}", arch) for arch in M.ARCHS}
-        base = M.base_list(host, f"{registry.host}/ocl/base:list", list(bases.values()))
+        bases, base = M.bases(host, registry)
         mc = F.machineconfig(RENDERED)
-        cluster = M.mixed_pool(registry, base, mc, REPO)
-        cluster.append(F.configmap("on-cluster-build-custom-dockerfile", {"worker": CUSTOM}))
-        items = osimage.run(cluster, root / "run")
-        pods = M.pods_by_arch(items)
-        built = {arch: f"{registry.host}/{REPO}@{build(root, host, items, pod, arch, f'pod-{arch}')}"
+        items, pods = M.render(registry, base, mc, REPO, root / "run", CUSTOM)
+        built = {arch: f"{registry.host}/{REPO}@{M.build(pod, items, host, arch, root / f'pod-{arch}')[0]}"
                  for arch, pod in sorted(pods.items())}
         yield World(registry, host, root, cert_dir, ca.ca, bases, base, items, pods, built, mc)
     finally:

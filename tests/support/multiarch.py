@@ -67,27 +67,32 @@ def binfmt_entry(arch: str) -> Path:
     return Path("/proc/sys/fs/binfmt_misc") / f"qemu-{UNAME[arch]}"
 
 
-def qemu() -> None:
-    """Skip (fail under OCL_QEMU=require) unless each foreign architecture's binaries run here:
-    qemu-user-static installed, and registered with binfmt_misc, enabled, with the `F` flag."""
+def qemu_problem() -> str | None:
+    """Why a foreign architecture's binaries cannot run here (None: they can): qemu-user-static
+    installed, and registered with binfmt_misc, enabled, with the `F` flag."""
     for arch in foreign():
         name = UNAME[arch]
         how = SETUP.format(qemu=name)
-        interpreter = shutil.which(f"qemu-{name}-static")
-        if interpreter is None:
-            requirement.missing(REQUIRE, f"{arch} builds run under qemu-user here and qemu-{name}-static "
-                                         f"is not installed: {how}")
+        if shutil.which(f"qemu-{name}-static") is None:
+            return f"{arch} builds run under qemu-user here and qemu-{name}-static is not installed: {how}"
         entry = binfmt_entry(arch)
         if not entry.parent.joinpath("status").exists():
-            requirement.missing(REQUIRE, f"binfmt_misc is not mounted, so {arch} binaries cannot run: {how}")
+            return f"binfmt_misc is not mounted, so {arch} binaries cannot run: {how}"
         lines = entry.read_text().splitlines() if entry.exists() else []
         if "enabled" not in lines:
-            requirement.missing(REQUIRE, f"binfmt_misc has no enabled qemu-{name} entry: {how}")
+            return f"binfmt_misc has no enabled qemu-{name} entry: {how}"
         flags = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("flags:")), "")
         if "F" not in flags:
-            requirement.missing(REQUIRE, f"binfmt_misc's qemu-{name} entry lacks the F flag (flags: {flags!r}): "
-                                         "its interpreter cannot be found inside buildah's chroot; "
-                                         "Debian's qemu-user-static registers it with F")
+            return (f"binfmt_misc's qemu-{name} entry lacks the F flag (flags: {flags!r}): its interpreter "
+                    "cannot be found inside buildah's chroot; Debian's qemu-user-static registers it with F")
+    return None
+
+
+def qemu() -> None:
+    """Skip (fail under OCL_QEMU=require) unless each foreign architecture's binaries run here."""
+    why = qemu_problem()
+    if why:
+        requirement.missing(REQUIRE, why)
 
 
 def elf_arch(data: bytes) -> str:
@@ -185,6 +190,37 @@ exec {real} "$@"
     node = R.Host.__new__(R.Host)
     node.root, node.env = host.root, dict(host.env, PATH=f"{where}:{host.env.get('PATH', '/usr/bin:/bin')}")
     return node
+
+
+def bases(host: R.Host, registry: R.Registry, cache: Path | None = None) -> tuple[dict[str, str], str]:
+    """A base of each of ARCHS (`<registry>/ocl/base:<arch>`) and the list of them
+    (`ocl/base:list`, the pool's base), each by digest: ({arch: base}, list)."""
+    made = {arch: base_image(host, f"{registry.host}/ocl/base:{arch}", arch, cache) for arch in ARCHS}
+    return made, base_list(host, f"{registry.host}/ocl/base:list", list(made.values()))
+
+
+def render(registry: R.Registry, base: str, mc: dict[str, Any], repo: str, work: Path,
+           custom: str = "") -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The reconciler's first run on a mixed pool built FROM `base` into `repo`, with `custom` as
+    the pool's custom Dockerfile content: the cluster after it and each architecture's build Pod."""
+    from tests.support import osimage
+    cluster = mixed_pool(registry, base, mc, repo)
+    if custom:
+        cluster.append(F.configmap("on-cluster-build-custom-dockerfile", {"worker": custom}))
+    items = osimage.run(cluster, work)
+    return items, pods_by_arch(items)
+
+
+def build(pod: dict[str, Any], items: list[dict[str, Any]], host: R.Host, arch: str, root: Path) -> tuple[str, float]:
+    """The Pod's script run as a node of `arch` runs it (`node_host`), as uid 1000 with the Pod's
+    capabilities and a container's /dev (realbuild.run_build_pod_unprivileged), its files under
+    `root` (a new folder): the digest it reported, and its wall time. Raises AssertionError with
+    the log's tail when it fails."""
+    started = time.monotonic()
+    code, message, logs = R.run_build_pod_unprivileged(pod, items, node_host(host, arch), root, pod_devices=True)
+    wall = time.monotonic() - started
+    assert code == 0, f"the {arch} build failed ({code}): {logs}"
+    return message.strip(), wall
 
 
 def mixed_pool(registry: R.Registry, base: str, mc: dict[str, Any], repo: str) -> list[dict[str, Any]]:
