@@ -6,7 +6,8 @@ architecture (busybox, jq, the realbuild stand-ins), and each Pod's own script (
 build-pod.sh) runs as uid 1000 with the Pod's capabilities and a container's /dev, as a node of its
 architecture runs it: this machine's natively, the other under qemu-user (binfmt_misc), buildah
 itself native in both. Alternately, `--repeat` times each, every build with a fresh storage (the
-Pod's emptyDir).
+Pod's emptyDir); a factor is the median of each build's figure over that of the native build just
+before it.
 
 Two figures per architecture, and the factor of each against this machine's own:
 
@@ -103,20 +104,25 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def ratios(values: list[float], native: list[float]) -> list[float]:
+    """Each build's figure over that of the native build just before it: the machine's load drifts
+    (other work on 2 cores), and the two builds of a pair share most of it."""
+    return [v / n for v, n in zip(values, native, strict=True)]
+
+
 def report(walls: dict[str, list[float]], steps: dict[str, list[float]], repeat: int) -> None:
     mine = M.native()
     buildah = subprocess.run(["buildah", "--version"], capture_output=True, text=True).stdout.split(" (")[0]
-    print(f"\n{os.cpu_count()} cores, Linux {platform.release()}, {buildah}, "
-          f"{qemu_version()}; median (min-max) of {repeat} builds each\n")
-    print("| architecture | how | build wall s | x native | CPU step s | x native |")
+    print(f"\n{os.cpu_count()} cores, Linux {platform.release()}, {buildah}, {qemu_version()}; "
+          f"median (min-max) of {repeat} builds each; x native: of each build against the native one "
+          "just before it")
+    print("\n| architecture | how | build wall s | x native | CPU step s | x native |")
     print("|---|---|---|---|---|---|")
     for arch in M.ARCHS:
         how = "native" if arch == mine else "qemu-user (binfmt_misc)"
-        build_x = statistics.median(walls[arch]) / statistics.median(walls[mine])
-        step_x = statistics.median(steps[arch]) / statistics.median(steps[mine])
-        print(f"| {arch} | {how} | {spread(walls[arch])} | {build_x:.2f}x | {spread(steps[arch])} "
-              f"| {step_x:.2f}x |")
+        print(f"| {arch} | {how} | {spread(walls[arch])} | {spread(ratios(walls[arch], walls[mine]))} "
+              f"| {spread(steps[arch])} | {spread(ratios(steps[arch], steps[mine]))} |")
     for arch in M.foreign():
-        print(f"\nemulation factor ({arch} under qemu-user against {mine}): the build "
-              f"{statistics.median(walls[arch]) / statistics.median(walls[mine]):.2f}x, "
-              f"its CPU-bound step {statistics.median(steps[arch]) / statistics.median(steps[mine]):.2f}x")
+        print(f"\nemulation factor ({arch} under qemu-user against {mine}, median of the pairs): the build "
+              f"{statistics.median(ratios(walls[arch], walls[mine])):.2f}x, its CPU-bound step "
+              f"{statistics.median(ratios(steps[arch], steps[mine])):.2f}x")
