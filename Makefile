@@ -183,7 +183,9 @@ bench: install
 # What a build costs (bench/build_cost.py; not part of `make test`): a generated 51-layer base of
 # 400 MB, the build Pod's script as uid 1000, vfs and overlay, a fresh and a kept storage. Root,
 # buildah, docker-registry, skopeo; about 15 minutes on 2 cores. ARGS="--size 40" for a quick run,
-# ARGS="--fs xfs --write-table" to record the disk factors in manifests/build-disk.yaml.
+# ARGS="--fs xfs --write-table" to record the disk factors in manifests/build-disk.yaml. ARGS=--archs
+# instead: each architecture's build time for a mixed pool, amd64 natively and arm64 under qemu-user
+# (qemu-user-static and binfmt_misc, as .ci/run sets them up), and the emulation factor; about a minute.
 bench-build: install
 	$(PY) bench/build_cost.py $(ARGS)
 

@@ -16,14 +16,15 @@ wall time, bytes pulled (GET responses in the registry's log), bytes pushed (the
 completed, and new blobs in the registry's storage), the storage's peak disk, the base layers
 reused (not pulled) and the image layers reused on push (not uploaded). Then the goals of issue 32
 item 4, met or not, and the peak-disk factors (--write-table: manifests/build-disk.yaml). Root only.
+
+--archs instead gives each architecture's build time for a mixed pool, amd64 natively and arm64 under
+qemu-user, and the emulation factor (bench/build_cost_arch.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import io
 import json
 import os
 import platform
@@ -39,8 +40,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconcile import cli  # noqa: E402
-from reconcile.cluster import snapshot  # noqa: E402
 from tests.support import buildstorage, osimage  # noqa: E402
 from tests.support import factory as F  # noqa: E402
 from tests.support import realbuild as R  # noqa: E402
@@ -61,15 +60,7 @@ def machineconfigs() -> list[dict]:
 
 def render(registry: R.Registry, base: str, mc: dict, repo: str, work: Path) -> tuple[list, dict]:
     """The reconciler's first run on a cluster with one pool: its objects and the build Pod."""
-    items = osimage.one_pool(registry, base, mc, repo)
-    src, out = work / "in.yaml", work / "out.yaml"
-    snapshot.write(str(src), items)
-    os.environ.setdefault("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-        code = cli.main(["run", "--snapshot", str(src), "--write-snapshot", str(out)])
-    if code != 0:
-        raise RuntimeError(f"ocl-reconcile run: {err.getvalue()}")
-    after = snapshot.load(str(out))
+    after = osimage.run(osimage.one_pool(registry, base, mc, repo), work)
     return after, next(o for o in after if o["kind"] == "Pod")
 
 
@@ -249,7 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", help="report on the figures a --json run wrote, without building")
     parser.add_argument("--in-pod", action="store_true",
                         help="then the same builds in the build Pod on a real node (bench/build_cost_pod.py)")
+    parser.add_argument("--archs", action="store_true",
+                        help="instead: each architecture's build time and the emulation factor "
+                             "(bench/build_cost_arch.py)")
+    parser.add_argument("--repeat", type=int, default=5, help="with --archs: builds of each architecture")
     args = parser.parse_args(argv)
+    if args.archs:
+        import build_cost_arch
+        return build_cost_arch.main(args)
     if args.from_json:
         figures = json.loads(Path(args.from_json).read_text())
         saved = figures["image"]

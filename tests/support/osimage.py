@@ -173,6 +173,26 @@ def registry_with_bases(root: Path) -> tuple[Registry, R.Host]:
     return registry, host
 
 
+def run(items: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
+    """The reconciler's run (`ocl-reconcile run --snapshot`, in this process) on `items`: the cluster
+    after it. Raises RuntimeError with its stderr when it fails."""
+    import contextlib
+    import io
+    import os
+
+    from reconcile import cli
+    from reconcile.cluster import snapshot
+    work.mkdir(parents=True, exist_ok=True)
+    src, out = work / "in.yaml", work / "out.yaml"
+    snapshot.write(str(src), items)
+    os.environ.setdefault("OCL_RECONCILE_NOW", "2026-11-29T12:00:00Z")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        code = cli.main(["run", "--snapshot", str(src), "--write-snapshot", str(out)])
+    if code != 0:
+        raise RuntimeError(f"ocl-reconcile run: {err.getvalue()}")
+    return snapshot.load(str(out))
+
+
 def one_pool(registry: Registry, base: str, mc: dict[str, Any], repo: str = "ocl/os-image") -> list[dict[str, Any]]:
     """A cluster with one opted-in pool whose rendered config is `mc`: built FROM `base`, pushed to
     `repo` of the registry, the extensions image EXTENSIONS."""

@@ -322,16 +322,32 @@ def auth_for(host: str, user: str) -> dict[str, Any]:
     return {"auths": {host: {"auth": token}}}
 
 
+def write_standins(rootfs: Path) -> None:
+    """Into a root filesystem that has /bin/busybox (or will, from a layer under it): busybox's
+    applets as links to it, the folders the Dockerfile writes to, and stand-ins at the paths the
+    Dockerfile calls for ignition, ostree and rpm-ostree (shell scripts: they run on the image's
+    own /bin/sh, of whatever architecture it is)."""
+    (rootfs / "bin").mkdir(parents=True, exist_ok=True)
+    for applet in BUSYBOX_APPLETS:
+        (rootfs / "bin" / applet).symlink_to("busybox")
+    for sub in ("usr/bin", "tmp", "etc", "var/lib"):
+        (rootfs / sub).mkdir(parents=True, exist_ok=True)
+    ignition = rootfs / "usr/lib/dracut/modules.d/30ignition/ignition"
+    ignition.parent.mkdir(parents=True)
+    ignition.write_text(IGNITION_STANDIN)
+    (rootfs / "usr/bin/ostree").write_text(OSTREE_STANDIN)
+    (rootfs / "usr/bin/rpm-ostree").write_text(RPM_OSTREE_STANDIN)
+    for script in (ignition, rootfs / "usr/bin/ostree", rootfs / "usr/bin/rpm-ostree"):
+        script.chmod(0o755)
+
+
 def build_base_image(host: Host, ref: str) -> None:
     """FROM scratch: busybox for a shell and base64/gunzip, the real jq with its libraries, and
     stand-ins at the paths the Dockerfile calls for ignition and ostree."""
     rootfs = host.root / "base-rootfs"
     (rootfs / "bin").mkdir(parents=True)
     shutil.copy2(shutil.which("busybox"), rootfs / "bin/busybox")
-    for applet in BUSYBOX_APPLETS:
-        (rootfs / "bin" / applet).symlink_to("busybox")
-    for sub in ("usr/bin", "tmp", "etc", "var/lib"):
-        (rootfs / sub).mkdir(parents=True, exist_ok=True)
+    write_standins(rootfs)
     jq = shutil.which("jq")
     shutil.copy2(jq, rootfs / "usr/bin/jq")
     libs = subprocess.run(["ldd", jq], capture_output=True, text=True, check=True).stdout
@@ -341,13 +357,6 @@ def build_base_image(host: Host, ref: str) -> None:
             target = rootfs / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(os.path.realpath(path), target)
-    ignition = rootfs / "usr/lib/dracut/modules.d/30ignition/ignition"
-    ignition.parent.mkdir(parents=True)
-    ignition.write_text(IGNITION_STANDIN)
-    (rootfs / "usr/bin/ostree").write_text(OSTREE_STANDIN)
-    (rootfs / "usr/bin/rpm-ostree").write_text(RPM_OSTREE_STANDIN)
-    for script in (ignition, rootfs / "usr/bin/ostree", rootfs / "usr/bin/rpm-ostree"):
-        script.chmod(0o755)
     # a file owned by another uid, as an OS image has many: unpacking it as uid 1000 needs a user
     # namespace that maps more than one uid (see run_build_pod_unprivileged)
     other = host.root / "owned-by-uid-2.tar"

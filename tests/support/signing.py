@@ -145,21 +145,34 @@ def mco_render(binary: Path, policies: Path, release_image: str, out: Path) -> N
     return NodeFiles(out)
 
 
+def shipped_policy(root: Path, scope: str, public_key: Path, release_image: str) -> NodeFiles:
+    """The nodes' policy.json and registries.d for our Component as shipped, patched as docs/signing.md
+    says for `scope` and `public_key`, rendered by the real kustomize and the MCO's own code."""
+    kustomize, crc = tool("kustomize"), tool("crcrender")
+    return mco_render(crc, render_component(kustomize, root / "overlay", scope, public_key), release_image,
+                      root / "node")
+
+
 @dataclass
 class Verdict:
     allowed: bool
     error: str
     error_type: str
+    #: with `arch`, the digest of the manifest copy.Image copied (a list's chosen instance)
+    digest: str = ""
 
 
-def policycheck(binary: Path, files: NodeFiles, image: str, cert_dir: Path) -> Verdict:
-    """containers/image's decision for `docker://image` under the node's files."""
+def policycheck(binary: Path, files: NodeFiles, image: str, cert_dir: Path, arch: str = "") -> Verdict:
+    """containers/image's decision for `docker://image` under the node's files: the policy for the
+    image itself; with `arch`, copy.Image's as a linux/`arch` machine pulls it (a list: the instance
+    for that architecture, alone; tests/tools/policycheck/main.go)."""
     result = subprocess.run([str(binary), "--policy", str(files.policy), "--registries-d",
                              str(files.registries_d), "--image", f"docker://{image}", "--cert-dir",
-                             str(cert_dir)], capture_output=True, text=True, timeout=120)
+                             str(cert_dir), *(("--arch", arch) if arch else ())],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    return Verdict(out["allowed"], out["error"], out.get("errorType", ""))
+    return Verdict(out["allowed"], out["error"], out.get("errorType", ""), out.get("digest", ""))
 
 
 #: distribution's answer to a request the registry's access control refuses (distribution

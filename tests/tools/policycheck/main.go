@@ -13,11 +13,18 @@
 //
 // Usage:
 //
-//	policycheck --policy policy.json --registries-d DIR --image docker://HOST/REPO@sha256:... [--cert-dir DIR]
+//	policycheck --policy policy.json --registries-d DIR --image docker://HOST/REPO@sha256:... [--cert-dir DIR] [--arch ARCH]
 //
-// It prints one JSON object, {"allowed": bool, "error": "...", "errorType": "..."}, and exits 0
-// whenever the policy was evaluated (allowed or not); 2 on a usage error, 1 when the policy
-// cannot be read.
+// With --arch ARCH it copies the image instead, with containers/image's own copy.Image (what
+// `skopeo copy` and `podman pull` call) into a temporary dir: from a list (an image index), copy.Image
+// takes the instance for linux/ARCH (image/copy/copy.go, CopySystemImage: ChooseInstanceByCompression
+// of the SourceCtx's ArchitectureChoice) and evaluates the policy for that instance alone, its
+// signatures fetched for its digest (image/copy/single.go, copySingleImage: IsRunningImageAllowed
+// before anything else is read). `digest` is then the digest of the manifest it copied.
+//
+// It prints one JSON object, {"allowed": bool, "error": "...", "errorType": "...", "digest": "..."},
+// and exits 0 whenever the policy was evaluated (allowed or not); 2 on a usage error, 1 when the
+// policy cannot be read.
 package main
 
 import (
@@ -26,12 +33,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/directory"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/image"
+	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 )
@@ -43,16 +54,19 @@ type verdict struct {
 	// ErrorType is the Go type of the error: signature.PolicyRequirementError for a refusal by a
 	// requirement itself, others (e.g. a registry that cannot be reached) say it was not the policy.
 	ErrorType string `json:"errorType,omitempty"`
+	// Digest is, with --arch, the digest of the manifest copy.Image copied: a list's chosen instance.
+	Digest string `json:"digest,omitempty"`
 }
 
 func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `policycheck: may this image run under this policy.json, as containers/image decides?
 
-Usage: policycheck --policy FILE --registries-d DIR --image docker://HOST/REPO@sha256:DIGEST [--cert-dir DIR]
+Usage: policycheck --policy FILE --registries-d DIR --image docker://HOST/REPO@sha256:DIGEST [--cert-dir DIR] [--arch ARCH]
 
-Prints {"allowed": true|false, "image": ..., "error": ..., "errorType": ...} and exits 0 when the
-policy was evaluated, 1 when it could not be read, 2 on a usage error.
+Prints {"allowed": true|false, "image": ..., "error": ..., "errorType": ..., "digest": ...} and exits 0
+when the policy was evaluated, 1 when it could not be read, 2 on a usage error. With --arch, the
+image is copied by copy.Image as a linux/ARCH machine pulls it: a list's instance for it, alone.
 
 `)
 		flag.PrintDefaults()
@@ -61,6 +75,7 @@ policy was evaluated, 1 when it could not be read, 2 on a usage error.
 	registriesD := flag.String("registries-d", "", "the registries.d(5) folder: where use-sigstore-attachments is set (required)")
 	imageName := flag.String("image", "", "the image, in containers-transports(5) form: docker://HOST/REPO@sha256:... (required)")
 	certDir := flag.String("cert-dir", "", "a folder of CA certificates (*.crt) the registry's TLS certificate is checked against")
+	arch := flag.String("arch", "", "copy the image with copy.Image as a linux/ARCH machine pulls it (a list: that instance, alone)")
 	registriesConf := flag.String("registries-conf", "", "a containers-registries.conf(5) (mirrors); default: an empty one, not the host's")
 	flag.Parse()
 	if *policyPath == "" || *registriesD == "" || *imageName == "" || flag.NArg() != 0 {
@@ -101,7 +116,11 @@ policy was evaluated, 1 when it could not be read, 2 on a usage error.
 		SignaturePolicyPath:         *policyPath,
 	}
 	out := verdict{Image: *imageName}
-	out.Allowed, err = allowed(context.Background(), sys, policy, ref)
+	if *arch != "" {
+		out.Allowed, out.Digest, err = copied(context.Background(), sys, policy, ref, *arch)
+	} else {
+		out.Allowed, err = allowed(context.Background(), sys, policy, ref)
+	}
 	if err != nil {
 		out.Allowed = false // paranoid, as copy/single.go is: an error is never an allowance
 		out.Error = err.Error()
@@ -139,4 +158,34 @@ func allowed(ctx context.Context, sys *types.SystemContext, policy *signature.Po
 	}
 	defer src.Close()
 	return pc.IsRunningImageAllowed(ctx, image.UnparsedInstance(src, nil))
+}
+
+// copied copies the image with copy.Image, as a linux/arch machine pulls it, into a temporary dir:
+// whether the policy let it, and the digest of the manifest copied.
+func copied(ctx context.Context, sys *types.SystemContext, policy *signature.Policy, ref types.ImageReference, arch string) (bool, string, error) {
+	pc, err := signature.NewPolicyContext(policy)
+	if err != nil {
+		return false, "", err
+	}
+	defer func() { _ = pc.Destroy() }()
+	dir, err := os.MkdirTemp("", "policycheck-copy-")
+	if err != nil {
+		return false, "", err
+	}
+	defer os.RemoveAll(dir)
+	dest, err := directory.NewReference(dir)
+	if err != nil {
+		return false, "", err
+	}
+	source := *sys
+	source.ArchitectureChoice, source.OSChoice = arch, "linux"
+	copiedManifest, err := copy.Image(ctx, pc, dest, ref, &copy.Options{SourceCtx: &source, ReportWriter: io.Discard})
+	if err != nil {
+		return false, "", err
+	}
+	d, err := manifest.Digest(copiedManifest)
+	if err != nil {
+		return false, "", err
+	}
+	return true, d.String(), nil
 }
