@@ -10,10 +10,12 @@ What the harness does in place of a cluster (tests/support/multiarch.py): the ba
 bases made alike from Debian's packages of each architecture; each build Pod's script runs as uid
 1000 with the Pod's capabilities and a container's /dev (realbuild.run_build_pod_unprivileged); the
 arm64 one runs with buildah's default platform made linux/arm64 (`multiarch.node_host`), the one
-thing a node of arm64 has that this machine has not. build-pod.sh cannot cross-build by itself: it
-names no platform, so buildah takes this machine's from the list (`FROM <list>` resolves to
-linux/amd64 here) and labels the image so: test_the_arm64_pod_run_on_this_machine_alone_builds_amd64
-shows it, and that our index refuses that image.
+thing a node of arm64 has that this machine has not. Without it, and without `emulatedArchitectures`,
+build-pod.sh names no platform, so buildah takes this machine's from the list (`FROM <list>` resolves
+to linux/amd64 here) and labels the image so: test_the_arm64_pod_run_on_this_machine_alone_builds_amd64
+shows it, and that our index refuses that image. With `emulatedArchitectures: arm64` the Pod itself
+says the platform (BUILD_PLATFORM) and builds arm64 here, no wrapper:
+test_an_emulated_arm64_build_runs_where_amd64_nodes_are_and_makes_an_arm64_image.
 
 Expected values come from the specs and the tools, not from our output: a manifest's digest is the
 sha256 of the bytes the registry serves (opencontainers/image-spec descriptor.md), an ELF header's
@@ -227,6 +229,37 @@ def test_the_arm64_pod_run_on_this_machine_alone_builds_amd64_and_our_index_refu
     amd64, _ = registry_api.instance(world.built["amd64"], "amd64", world.auths, ctx=world.registry.context)
     with pytest.raises(imageindex.Unfit, match="its image config says linux/amd64, not linux/arm64"):
         imageindex.compose([amd64, described])
+
+
+def test_an_emulated_arm64_build_runs_where_amd64_nodes_are_and_makes_an_arm64_image(world, tmp_path):
+    """emulatedArchitectures: arm64 (off by default): the arm64 build Pod as the reconciler renders it
+    (the nodeSelector of the pool's other architecture, env BUILD_PLATFORM=linux/arm64), run here as
+    it is, no buildah wrapper: build-pod.sh passes `--platform linux/arm64`, buildah takes the list's
+    arm64 instance and runs the RUN steps under qemu-user, and the image is arm64 (its config, its
+    ELF, `uname -m`), one our index takes for arm64."""
+    if M.native() != "amd64":
+        pytest.skip("shown on an amd64 machine, where arm64 is the emulated architecture")
+    from tests.support import osimage
+    cluster = M.mixed_pool(world.registry, world.base, world.mc, REPO)
+    cluster.append(F.configmap("on-cluster-build-custom-dockerfile", {"worker": CUSTOM}))
+    F.find(cluster, "ConfigMap", "on-cluster-build-config")[0]["data"]["emulatedArchitectures"] = "arm64"
+    items = osimage.run(cluster, tmp_path / "run")
+    (pod,) = [o for o in items if o["kind"] == "Pod" and "BUILD_PLATFORM" in
+              {e["name"] for e in o["spec"]["containers"][0]["env"]}]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64"} and env["BUILD_PLATFORM"] == "linux/arm64"
+    assert env["TAG"] == f"{world.repo}:{RENDERED}-arm64"
+    code, message, logs = R.run_build_pod_unprivileged(pod, items, world.host, world.root / "pod-arm64-emulated",
+                                                       pod_devices=True)
+    assert code == 0, logs
+    image = f"{world.repo}@{message.strip()}"
+    inspected = json.loads(world.skopeo("inspect", "--tls-verify=false", f"docker://{image}"))
+    assert (inspected["Os"], inspected["Architecture"]) == ("linux", "arm64")
+    assert M.elf_arch(R.image_file(world.host, image, "/bin/busybox", tmp_path / "busybox")) == "arm64"
+    assert R.image_file(world.host, image, "/etc/ocl-uname-m", tmp_path / "uname") == f"{M.UNAME['arm64']}\n".encode()
+    described, _ = registry_api.instance(image, "arm64", world.auths, ctx=world.registry.context)
+    amd64, _ = registry_api.instance(world.built["amd64"], "amd64", world.auths, ctx=world.registry.context)
+    assert json.loads(imageindex.compose([amd64, described]).body)["manifests"][1]["digest"] == described.digest
 
 
 # --- the index -----------------------------------------------------------------------------------
