@@ -23,6 +23,11 @@ from reconcile.imagebuild import auth
 from reconcile.imagebuild.platform import clusterfacts, osstream
 from reconcile.imagebuild.settings import Settings
 
+#: A mixed pool's transitions whose parts the registry is asked about (core/multiarch.py): its builds
+#: are made or followed; a success or its signing comes out of that.
+FOLLOWED = frozenset({transitions.Transition.START, transitions.Transition.RETRY,
+                      transitions.Transition.PROGRESS})
+
 #: Transitions after which the pool's rendered config is checked for our image.
 CHECKED_AFTER = frozenset({transitions.Transition.BUILT, transitions.Transition.EQUIVALENT,
                            transitions.Transition.LIVE})
@@ -247,7 +252,7 @@ class Planner:
                                                         due.with_fresh(from_nodes | {entry.name}), self.now))
             if d.candidate:
                 d = decision.with_lookup(d, self._lookup(d.candidate, d.inputs.build_id))
-            if d.parts:
+            if d.parts and d.transition in FOLLOWED:    # a built pool asks the registry nothing
                 d = decision.with_parts(d, tuple(self._part(p, d.settings.repo) for p in d.parts))
             if d.needs_build:
                 self.read([d.inputs.rendered_config])

@@ -492,3 +492,20 @@ def test_an_architecture_that_fails_for_a_transient_reason_three_times_fails_the
     assert a[A.STATE] == A.FAILED and a[A.MESSAGE].startswith("no image index: arm64: failed after 3 attempts: ")
     arm = by_arch(items)["arm64"]
     assert arm["metadata"]["name"].startswith("ocl-build3-worker-")
+
+
+def test_a_built_mixed_pool_asks_the_registry_nothing(run_cli):
+    """Zero writes when converged, and no registry request either (docs/design.md: a steady run's
+    requests): the parts' images are asked about only while the pool builds."""
+    from reconcile.cluster import observe
+    from reconcile.cluster.memory import MemoryCluster
+    from reconcile.cluster.planner import Planner, RegistryAccess
+    _, items, _ = run_cli.run(world())
+    finish(items, amd64="Succeeded", arm64="Succeeded")
+    _, items, _ = run_cli.run(items)
+    assert ann(items)[A.STATE] == A.SUCCEEDED
+    cluster = MemoryCluster(items, clock=lambda: F.NOW)
+    planner = Planner(cluster, observe.observe(cluster, F.NS), F.NOW, registry_access=RegistryAccess())
+    planner.registry_client = reg = Registry({})
+    (plan,) = planner.plan()
+    assert plan.transition == "BUILT" and not plan.actions and reg.asked == []
