@@ -11,6 +11,7 @@ skopeo and containers/image hold the index in tests/realbuild/test_multiarch_rea
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import replace
@@ -19,7 +20,7 @@ import kubelet
 import pytest
 
 from reconcile.contract import annotations as A
-from reconcile.contract import naming
+from reconcile.contract import naming, objects
 from reconcile.core import desired, images
 from reconcile.imagebuild import settings
 from reconcile.imagebuild.platform import architecture, imageindex
@@ -509,3 +510,33 @@ def test_a_built_mixed_pool_asks_the_registry_nothing(run_cli):
     planner.registry_client = reg = Registry({})
     (plan,) = planner.plan()
     assert plan.transition == "BUILT" and not plan.actions and reg.asked == []
+
+
+def test_with_signing_on_the_index_is_pushed_then_signed_recursively_then_recorded():
+    """docs/signing.md: a new image is recorded only once signed; an index is pushed first (the
+    signing Pod signs what the registry holds), and cosign signs it and each image it names."""
+    from reconcile.core.transitions import Transition
+    from reconcile.imagebuild import signing
+    from tests.unit.test_signing_plan import PUB_OLD, pods, run, set_sign_phase, signing_cluster
+    cluster = signing_cluster(pool=F.pool(), extra=[MIXED_NODES[1]])
+    cluster.store[("MachineConfigPool", "", "worker")]["status"]["machineCount"] = 2
+    run(cluster)
+    assert len(pods(cluster, "ocl-build-")) == 2
+    for pod in pods(cluster, "ocl-build-"):
+        cluster.store[("Pod", F.NS, pod["metadata"]["name"])] = kubelet.set_phase(copy.deepcopy(pod), "Succeeded")
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.SIGN.name and plan.state_after == A.BUILDING
+    verbs = [(a.verb, a.obj["kind"]) for a in plan.actions]
+    assert verbs.index(("push", "ImageIndex")) < verbs.index(("create", "Pod"))
+    (sign_pod,) = pods(cluster, "ocl-sign-")
+    args = sign_pod["spec"]["containers"][0]["args"]
+    image = next(a.obj["image"] for a in plan.actions if a.verb == "push")
+    assert "--recursive" in args and args[-1] == image and A.IMAGE not in objects.annotations(
+        cluster.get("MachineConfigPool", "", "worker"))
+    set_sign_phase(cluster, sign_pod, "Succeeded")
+    (plan,) = run(cluster)
+    got = objects.annotations(cluster.get("MachineConfigPool", "", "worker"))
+    assert plan.transition == Transition.SUCCEED.name and got[A.IMAGE] == image
+    assert got[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
+    (plan,) = run(cluster)
+    assert plan.transition == Transition.BUILT.name and not plan.actions
