@@ -123,6 +123,8 @@ class Prune:
     delete: tuple[str, ...]          # images to delete from the registry
     protected: tuple[str, ...]       # candidates still in use: kept in the history for later
     forget: tuple[str, ...] = ()     # candidates outside our repository: dropped from the history
+    #: candidates an image index in use or kept names (a mixed pool's): kept too
+    shielded: tuple[str, ...] = ()
 
 
 def ours(image: str, repo: str | None) -> bool:
@@ -147,8 +149,9 @@ def plan(pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
         free = [i for i in candidates if i not in in_use and _digest(i) not in shielded]
         if candidates:
             out.append(Prune(pool, tuple(i for i in free if ours(i, repo)),
-                             tuple(i for i in candidates if i not in free),
-                             tuple(i for i in free if not ours(i, repo))))
+                             tuple(i for i in candidates if i in in_use),
+                             tuple(i for i in free if not ours(i, repo)),
+                             tuple(i for i in candidates if i not in free and i not in in_use)))
     return out
 
 
@@ -187,8 +190,8 @@ def add_to(plans: list[PoolPlan], pools: Iterable[Mapping[str, Any]], nodes: Ite
         target = by_pool.get(objects.name(item.pool))
         if target is None:
             continue
-        target.notes += [f"keep image {i}: a pool or node still uses it, or an index kept names it"
-                         for i in item.protected]
+        target.notes += [f"keep image {i}: a pool or node still uses it" for i in item.protected]
+        target.notes += [f"keep image {i}: an image index in use or kept names it" for i in item.shielded]
         target.notes += [WarningNote(f"image {i} is not in the configured repository {repo}: dropped from "
                                      "the image history, not deleted (delete it yourself once no node uses "
                                      "it)") for i in item.forget]

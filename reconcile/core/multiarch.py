@@ -187,6 +187,14 @@ def _said(p: Part, repo: str) -> str:
     return f"{p.arch}: " + (p.status.message or p.status.state)
 
 
+def _each(items: list[Part], repo: str, lead: str = "") -> str:
+    """What each part says, in one line of at most 512 characters (the pool's message,
+    contract/annotations.py `one_line`): each part gets its share, cut in the middle, so that every
+    architecture and the end of its reason (a Go error chain's cause) show."""
+    share = (512 - len(lead)) // max(1, len(items)) - 2
+    return lead + "; ".join(A.one_line(_said(p, repo), share, keep_end=True) for p in items)
+
+
 def aggregate(items: Iterable[Part], repo: str) -> BuildStatus | None:
     """The parts as one build status (None: nothing built or reused yet, so the pool starts)."""
     items = list(items)
@@ -194,18 +202,16 @@ def aggregate(items: Iterable[Part], repo: str) -> BuildStatus | None:
         return None
     failed = [p for p in items if p.failed]
     if failed:
-        return BuildStatus(A.FAILED, message=A.one_line(
-            "no image index: " + "; ".join(_said(p, repo) for p in failed), 1024, keep_end=True))
+        return BuildStatus(A.FAILED, message=_each(failed, repo, "no image index: "))
     try:
         index = index_of(items)
     except imageindex.Unfit as err:
-        return BuildStatus(A.FAILED, message=A.one_line(f"no image index: {err}", 1024))
+        return BuildStatus(A.FAILED, message=A.one_line(f"no image index: {err}"))
     if index is not None:
         return BuildStatus(A.SUCCEEDED, digest=index.digest)
-    said = "; ".join(_said(p, repo) for p in items)
     busy = any(p.status is not None and p.status.state == A.BUILDING for p in items) or \
         any(p.image(repo) for p in items)
-    return BuildStatus(A.BUILDING if busy else A.PENDING, message=A.one_line(said, 1024))
+    return BuildStatus(A.BUILDING if busy else A.PENDING, message=_each(items, repo))
 
 
 def history(pool: Mapping[str, Any], build_id: str, image: str, items: Iterable[Part], repo: str) -> str:

@@ -204,7 +204,7 @@ def test_pruning_never_deletes_an_instance_a_kept_index_names():
         A.IMAGES: f"idx={index} other={f'{F.REPO}@sha256:' + 'd' * 64} arm={inst} gone={old}",
         A.INDEX_INSTANCES: f"sha256:{'a' * 64}=sha256:{'b' * 64}"}
     (plan,) = images.plan([pool], [], keep=2, repo=F.REPO)
-    assert plan.delete == (old,) and plan.protected == (inst,)
+    assert plan.delete == (old,) and plan.shielded == (inst,) and plan.protected == ()
 
 
 def test_the_signing_pod_of_an_index_signs_every_image_it_names():
@@ -540,3 +540,19 @@ def test_with_signing_on_the_index_is_pushed_then_signed_recursively_then_record
     assert got[A.SIGNED] == f"{image}={signing.fingerprint(PUB_OLD)}"
     (plan,) = run(cluster)
     assert plan.transition == Transition.BUILT.name and not plan.actions
+
+
+def test_the_pools_message_names_every_failed_architecture_in_512_characters(run_cli):
+    """The pool's message is one line of at most 512 characters (docs/contract.md); one
+    architecture's long reason does not push another's out of it: each gets its share, cut in the
+    middle, so the end of each (the build's last line) stays."""
+    _, items, _ = run_cli.run(world())
+    finish(items, amd64="Failed", arm64="Failed")
+    for arch, pod in by_arch(items).items():
+        pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = \
+            f"Error: building at STEP 4: {'x' * 300} {arch} cause"
+    _, items, _ = run_cli.run(items)
+    message = ann(items)[A.MESSAGE]
+    assert len(message) <= 512 and message.startswith("no image index: amd64: build Pod/")
+    amd, arm = message[len("no image index: "):].split("; arm64: ")
+    assert amd.endswith("amd64 cause") and arm.endswith("arm64 cause")
