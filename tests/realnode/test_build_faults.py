@@ -70,11 +70,6 @@ def w(node, deployed, front, tmp_path_factory):
         world.stop()
 
 
-@pytest.fixture(scope="module")
-def kubeconfig(node, deployed, tmp_path_factory) -> str:
-    return NB.sa_kubeconfig(node, tmp_path_factory.mktemp("sa") / "sa.kubeconfig")
-
-
 @pytest.fixture
 def f(front):
     front.hold.arm(lambda method, path: False)
@@ -83,14 +78,10 @@ def f(front):
     front.hold.released.set()
 
 
-def build_pods(d) -> list[dict[str, Any]]:
-    return [p for p in d.api.list("Pod", F.NS) if p["metadata"]["name"].startswith("ocl-build-")]
-
-
 def running_build(d) -> dict[str, Any]:
     """The build Pod once the kubelet reports its container running."""
     def running() -> dict[str, Any] | None:
-        for pod in build_pods(d):
+        for pod in NB.build_pods(d.api):
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
                 if "running" in (status.get("state") or {}):
                     return pod
@@ -236,23 +227,10 @@ def test_a_registry_that_refuses_the_push_fails_the_pool_with_its_reason(d, w, f
 
 # a build Pod that cannot be scheduled ---------------------------------------------------------
 
-def arm64_node(name: str, pool: str) -> dict[str, Any]:
-    """A Node of the pool that says arm64, whose kubelet never came: registered as the kubelet
-    registers one, not-ready and so tainted (kubernetes/kubernetes v1.34.2
-    pkg/kubelet/kubelet_node_status.go, initialNode: `node.kubernetes.io/not-ready:NoSchedule`)."""
-    node = F.node(name, pool, arch="arm64")
-    node["spec"] = {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}
-    return node
-
-
 def unscheduled(d, pool: str, seconds: float = 60) -> str:
     """The scheduler's message on the pool's build Pod (PodScheduled False, Unschedulable)."""
     def condition() -> str | None:
-        for pod in build_pods(d):
-            for c in (pod.get("status") or {}).get("conditions") or []:
-                if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable":
-                    return c["message"]
-        return None
+        return next(filter(None, map(NB.unschedulable, NB.build_pods(d.api))), None)
     return d.wait_for("the scheduler's Unschedulable", condition, seconds)
 
 
@@ -271,7 +249,7 @@ def shown(d, kubeconfig: str, pool: str, said: str) -> None:
 def test_no_node_of_the_pools_architecture_shows_the_schedulers_reason(d, w, f, kubeconfig):
     mc = NB.machineconfig("rendered-arm-1", w.pods_registry)
     settings = NB.settings(w, buildStorage="emptyDir")           # its reason alone: no volume to bind
-    d.api.load([*settings, F.pool("arm", rendered=mc["metadata"]["name"]), mc, arm64_node("ocl-arm-0", "arm")])
+    d.api.load([*settings, F.pool("arm", rendered=mc["metadata"]["name"]), mc, NB.arm64_node("ocl-arm-0", "arm")])
     try:
         code, err = NB.run(d.node, kubeconfig, wait=10)
         said = unscheduled(d, "arm")

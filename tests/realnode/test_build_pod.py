@@ -24,16 +24,6 @@ from tests.support import realbuild as R
 pytestmark = pytest.mark.realnode
 
 
-@pytest.fixture(scope="module")
-def w(node, deployed, tmp_path_factory):
-    R.ensure_tools()
-    world = NB.world(node, tmp_path_factory.mktemp("nodebuild"))
-    try:
-        yield world
-    finally:
-        world.stop()
-
-
 def image_file(w, digest, path, tmp_path):
     return R.image_file(w.host, f"{w.registry.host}/ocl/os-image@{digest}", path, tmp_path / path.replace("/", "_"))
 

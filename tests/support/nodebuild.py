@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ def machineconfig(name: str, registry: str, content: str | None = None) -> dict[
 @dataclass
 class World:
     """The registry, its address for Pods, the base image there, and the builder image on the node;
-    with `front`, the Pods reach the registry through it (signing.Refusing), the host directly."""
+    with `front`, the Pods reach the registry through it (signing.Refusing), the host directly;
+    with `ca`, the registry serves TLS with a certificate of that CA for 127.0.0.1 and the gateway."""
 
     node: realnode.Node
     root: Path
@@ -58,6 +60,7 @@ class World:
     pods_registry: str          # gateway:port
     builder: builderimage.BuilderImage
     front: signing.Refusing | None = None
+    ca: R.TestCA | None = None
 
     @property
     def base(self) -> str:
@@ -79,15 +82,21 @@ class World:
         self.registry.stop()
 
 
-def world(node: realnode.Node, root: Path, refuse: Callable[[str, str], bool] | None = None) -> World:
+def world(node: realnode.Node, root: Path, refuse: Callable[[str, str], bool] | None = None,
+          tls: bool = False) -> World:
     """A registry (its access log on) with the small base pushed (realbuild.build_base_image), on
-    the node (on_node); with `refuse`, behind a front that refuses (or holds) what it picks."""
-    registry = R.Registry(root, access_log=True)
+    the node (on_node); with `refuse`, behind a front that refuses (or holds) what it picks; with
+    `tls`, serving HTTPS with a test CA's certificate, as the internal registry serves one the
+    service CA signed (the settings then carry that CA as the cluster's service CA)."""
+    ca = R.TestCA(root / "ca", ips=(node.gateway,)) if tls else None
+    registry = R.Registry(root, tls=ca, access_log=True)
     front = signing.Refusing(registry, refuse) if refuse is not None else None
     try:
         host = R.Host(root, registry)
         R.build_base_image(host, f"{registry.host}/ocl/base:latest")
-        return on_node(node, root, registry, host, front)
+        made = on_node(node, root, registry, host, front)
+        made.ca = ca
+        return made
     except BaseException:
         if front is not None:
             front.stop()
@@ -133,9 +142,12 @@ class Hold:
 def settings(w: World, base: str = "", extensions: str = "", **build: str) -> list[dict[str, Any]]:
     """The settings a cluster's admin would write for this registry and builder image, with the
     pool's build storage persistent (the buildah Pod's default) on our StorageClass (unless
-    `buildStorage` or `buildStorageClass` says otherwise)."""
+    `buildStorage` or `buildStorageClass` says otherwise). With a TLS registry, its CA as OpenShift
+    publishes the service CA in every namespace (`openshift-service-ca.crt`): the build Pod gives it
+    to buildah (--cert-dir), and run(registry_ca=) to the run's registry client."""
     repo = f"{w.pods_registry}/ocl/os-image"
-    return [F.build_config(imageBuilderType=BUILDER, finalImagePullspec=f"{repo}:latest",
+    service_ca = [F.configmap("openshift-service-ca.crt", {"service-ca.crt": w.ca.ca.read_text()})] if w.ca else []
+    return [*service_ca, F.build_config(imageBuilderType=BUILDER, finalImagePullspec=f"{repo}:latest",
                            buildahImage=w.builder.name, buildStorage=build.pop("buildStorage", "persistent"),
                            buildStorageClass=build.pop("buildStorageClass", STORAGE_CLASS), **build),
             F.osimageurl(baseOSContainerImage=base or w.base, baseOSExtensionsContainerImage=extensions),
@@ -185,9 +197,12 @@ def provide_storage(node: realnode.Node, path: Path, name: str) -> None:
 
 # running the product as its ServiceAccount, on the host ------------------------------------------
 
-def run(node: realnode.Node, kubeconfig: str, wait: float = 300) -> tuple[int, str]:
-    """`ocl-reconcile run --wait` as the ServiceAccount `ocl-reconciler`: (exit code, stderr)."""
-    code, _, err = command("run", "--kubeconfig", kubeconfig, "--timeout", "30", "--wait", str(wait))
+def run(node: realnode.Node, kubeconfig: str, wait: float = 300, registry_ca: Path | None = None
+        ) -> tuple[int, str]:
+    """`ocl-reconcile run --wait` as the ServiceAccount `ocl-reconciler`: (exit code, stderr);
+    `registry_ca`: a TLS registry's CA (--registry-ca, as the CronJob mounts the service CA)."""
+    ca = ("--registry-ca", str(registry_ca)) if registry_ca else ()
+    code, _, err = command("run", "--kubeconfig", kubeconfig, "--timeout", "30", "--wait", str(wait), *ca)
     return code, err
 
 
@@ -202,6 +217,48 @@ def command(*args: str) -> tuple[int, str, str]:
 def sa_kubeconfig(node: realnode.Node, path: Path) -> str:
     token = node.api.service_account_token(F.NS, "ocl-reconciler")
     return node.api.kubeconfig(path, token, "ocl-reconciler")
+
+
+# build Pods the scheduler cannot place -------------------------------------------------------
+
+def build_pods(api: Any) -> list[dict[str, Any]]:
+    """The product's build Pods in our namespace (realserver.RealAPI `api`)."""
+    return [p for p in api.list("Pod", F.NS) if p["metadata"]["name"].startswith("ocl-build-")]
+
+
+def arm64_node(name: str, pool: str) -> dict[str, Any]:
+    """A Node of the pool that says arm64, registered by its kubelet, which then never reported
+    again (kubernetes/kubernetes v1.34.2):
+    - tainted `node.kubernetes.io/not-ready:NoSchedule` at its creation, as the kube-apiserver's
+      TaintNodesByCondition admission does (plugin/pkg/admission/nodetaint/admission.go);
+    - with the status the kubelet posts at registration before its runtime answered: Ready False,
+      `KubeletNotReady` (pkg/kubelet/nodestatus/setters.go, ReadyCondition; the message is
+      pkg/kubelet/runtime.go's), its capacity. A Ready condition is what keeps the taint:
+      kube-controller-manager's node lifecycle controller makes a Node's NoSchedule taints those of
+      its conditions (pkg/controller/nodelifecycle, doNoScheduleTaintingPass), so a Node with none
+      loses it at once, and this one's turns into `unreachable` once Ready goes Unknown (50 s
+      without a heartbeat): untolerated all the same."""
+    node = F.node(name, pool, arch="arm64")
+    node["spec"] = {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    capacity = {"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    node["status"] = {
+        "capacity": capacity, "allocatable": capacity,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                        "message": "container runtime status check may not have completed yet",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        "nodeInfo": {"architecture": "arm64", "operatingSystem": "linux", "kubeletVersion": "v1.34.2",
+                     "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
+                     "containerRuntimeVersion": "", "kubeProxyVersion": ""}}
+    return node
+
+
+def unschedulable(pod: dict[str, Any]) -> str | None:
+    """The scheduler's message on a Pod it could not place (PodScheduled False, Unschedulable)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable":
+            return c["message"]
+    return None
 
 
 def recorded(node: realnode.Node, pool: str = "worker") -> dict[str, str]:

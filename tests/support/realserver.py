@@ -881,7 +881,14 @@ class RealAPI:
             return self.write_streams(body)
         _, made = self.request("POST", self.path(body["kind"], ns), body)
         if body["kind"] in STATUS_KINDS and body.get("status"):
-            made = self.write_status(dict(made, status=body["status"]))
+            for attempt in range(5):
+                try:
+                    return self.write_status(dict(made, status=body["status"]))
+                except APIError as err:
+                    # a controller wrote it first (a Node's taints: the node lifecycle controller)
+                    if err.status != 409 or attempt == 4:
+                        raise
+                    made = self.get(body["kind"], ns, md["name"])
         return made
 
     def write_status(self, obj: dict[str, Any]) -> dict[str, Any]:
