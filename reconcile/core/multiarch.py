@@ -189,10 +189,14 @@ def _said(p: Part, repo: str) -> str:
 
 def _each(items: list[Part], repo: str, lead: str = "") -> str:
     """What each part says, in one line of at most 512 characters (the pool's message,
-    contract/annotations.py `one_line`): each part gets its share, cut in the middle, so that every
-    architecture and the end of its reason (a Go error chain's cause) show."""
-    share = (512 - len(lead)) // max(1, len(items)) - 2
-    return lead + "; ".join(A.one_line(_said(p, repo), share, keep_end=True) for p in items)
+    contract/annotations.py `one_line`): what does not fit is cut from the longest, in the middle,
+    so that every architecture and the end of its reason (a Go error chain's cause) show."""
+    said = [" ".join(_said(p, repo).split()) for p in items]
+    room, shares = 512 - len(lead) - 2 * (len(said) - 1), {}
+    for i in sorted(range(len(said)), key=lambda i: len(said[i])):        # the shortest keep theirs
+        shares[i] = min(len(said[i]), room // (len(said) - len(shares)))
+        room -= shares[i]
+    return lead + "; ".join(A.one_line(text, shares[i], keep_end=True) for i, text in enumerate(said))
 
 
 def aggregate(items: Iterable[Part], repo: str) -> BuildStatus | None:
