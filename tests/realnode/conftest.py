@@ -40,5 +40,7 @@ def w(request, node, deployed, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kubeconfig(node, deployed, tmp_path_factory) -> str:
-    """The product's ServiceAccount's kubeconfig (a TokenRequest token)."""
+    """The product's ServiceAccount's kubeconfig (a TokenRequest token). Applied again first: an
+    Argo CD module that ran before on this worker uninstalls the product (tests/support/argocdnode.py)."""
+    deployed.apply()
     return NB.sa_kubeconfig(node, tmp_path_factory.mktemp("sa") / "sa.kubeconfig")
