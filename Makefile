@@ -156,9 +156,9 @@ mco:
 # 2,461 tests 7 min 22 s and 2,503 tests 8 min 24 s alone in a random order (2026-12-06). Five since
 # the real node (issue 52): its tests mostly wait, and held three workers while the CPUs idled: 2,553
 # tests 12 min 11 s in three, 10 min 38 s in five, 8 min 1 s in five with tests/realnode/ first.
-# 2,614 tests (issues 54 and 55: Argo CD's failed run, mixed pools) 10 min 45 s in five with
-# worksteal, which split the Argo CD modules over workers: each set Argo CD up again (60 to 100 s a
-# time); --dist loadgroup keeps each such module on one worker (tests/conftest.py ONE_WORKER).
+# 2,614 tests (issues 54 and 55: Argo CD's failed run, mixed pools) 10 min 45 s in five: worksteal
+# split test_argocd_sync over four workers, each setting Argo CD up again (60 to 100 s a time), so its
+# phases are one test now; --dist loadgroup, which keeps a module on one worker, took over 20 min.
 WORKERS ?= 5
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it):
 # without it each worker rewrote and compiled every test module at every run (10 s of CPU a worker;
@@ -173,7 +173,7 @@ ORDER = $(if $(filter none,$(SEED)),-p no:randomly,-p randomly --randomly-seed=$
 test: export PYTHONDONTWRITEBYTECODE =
 test: install realapi realnode argocd kustomize mco cosign policycheck crcrender
 	@echo 'test order: SEED=$(SEED) (make test SEED=$(SEED) repeats it)'
-	$(PY) -m pytest -q $(ORDER) $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup) \
+	$(PY) -m pytest -q $(ORDER) $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist worksteal) \
 	  || { echo 'make test failed with SEED=$(SEED): make test SEED=$(SEED) repeats this order'; exit 1; }
 
 lint: install

@@ -201,17 +201,9 @@ LONG_FIRST = ("tests/realapi/test_admin_docs.py", "tests/unit/test_fuzz.py::test
               "tests/realnode/")
 
 
-#: Modules whose module-scoped setup takes a minute or more (Argo CD's controllers synced, a
-#: registry with builds made): run whole on one worker (`--dist loadgroup`, Makefile), not set up
-#: again on each worker that takes one of their tests.
-ONE_WORKER = ("tests/realnode/", "tests/realbuild/test_multiarch_real.py")
-
-
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))     # stable: otherwise as collected
-    for item in items:
-        if item.nodeid.startswith(ONE_WORKER):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
 
 
 def pytest_collection_finish(session):

@@ -48,7 +48,7 @@ def setup(node, tmp_path_factory) -> Iterator[Setup]:
         yield s
 
 
-def test_the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted(setup):
+def the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted(setup: Setup) -> None:
     op = setup.first
     assert op["phase"] == "Succeeded", op.get("message")
     results = op["syncResult"]["resources"]             # in the order Argo CD ran them
@@ -73,7 +73,7 @@ def test_the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs
     assert setup.status()["health"]["status"] == "Healthy"
 
 
-def test_a_second_sync_and_a_hard_refresh_find_nothing_to_change(setup):
+def a_second_sync_and_a_hard_refresh_find_nothing_to_change(setup: Setup) -> None:
     """Argo CD's own diff decides: every resource Synced after a second sync and after a hard
     refresh (which compares with the manifests generated again). kubectl's own words for each apply
     are kept as a figure: `configured` is a write with no difference Argo CD's diff sees."""
@@ -101,7 +101,7 @@ def rebuild(setup: Setup, token: str) -> str:
     return run_from_cronjob(setup, f"run-{token}")
 
 
-def test_the_pools_health_through_the_controller_follows_the_reconcilers_record(setup):
+def the_pools_health_through_the_controller_follows_the_reconcilers_record(setup: Setup) -> None:
     """docs/argocd.md's table: Pending/Building -> Progressing, Failed -> Degraded, Succeeded ->
     Healthy, the message `STATE: MESSAGE`; the Application's health is its worst resource's."""
     before = setup.builds[-1]
@@ -121,7 +121,7 @@ def test_the_pools_health_through_the_controller_follows_the_reconcilers_record(
     assert setup.status(POOLS)["sync"]["status"] == "Synced"    # our annotations are no drift
 
 
-def test_a_settings_change_in_git_syncs_and_the_hook_builds_it_in_that_sync(setup):
+def a_settings_change_in_git_syncs_and_the_hook_builds_it_in_that_sync(setup: Setup) -> None:
     before = setup.ann()[A.BUILD]
     setup.repo.write(f"{OVERLAY}/kustomization.yaml",
                      overlay(setup.image, settings(finalImagePullspec=f"{F.REPO}:v2")))
@@ -137,7 +137,7 @@ def test_a_settings_change_in_git_syncs_and_the_hook_builds_it_in_that_sync(setu
     assert ann[A.IMAGE].startswith(f"{F.REPO}@sha256:")
 
 
-def test_deleting_the_application_with_cascade_removes_what_we_shipped_and_leaves_the_pool(setup):
+def deleting_the_application_with_cascade_removes_what_we_shipped_and_leaves_the_pool(setup: Setup) -> None:
     shipped = [(r.get("group", ""), r["version"], r["kind"], r.get("namespace", ""), r["name"])
                for r in setup.status()["resources"] if not r.get("hook")]
     before = setup.ann()
@@ -147,11 +147,27 @@ def test_deleting_the_application_with_cascade_removes_what_we_shipped_and_leave
     setup.argo.wait("what we shipped gone", lambda: not [s for s in shipped if exists(setup, *s)], seconds=90)
     # docs/admin.md "Uninstalling": the pools and what the runs wrote stay until the opt-out cleans them
     assert setup.ann() == before
-    # installed again as before, for the module's other tests: pytest-randomly orders them at random
+    # installed again as before: the module's setup tears down what it finds
     setup.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": F.NS}})
     setup.api.load(F.find(nodejobs.scenario(), "Secret"))
     setup.argo.create_app(PRODUCT, setup.repo.folder, OVERLAY)
     setup.sync_and_settle(PRODUCT)
+
+
+#: The module's phases, in this order, on its one Argo CD setup.
+PHASES = (the_first_sync_applies_the_documented_waves_in_order_then_the_hook_runs_once_and_is_deleted,
+          a_second_sync_and_a_hard_refresh_find_nothing_to_change,
+          the_pools_health_through_the_controller_follows_the_reconcilers_record,
+          a_settings_change_in_git_syncs_and_the_hook_builds_it_in_that_sync,
+          deleting_the_application_with_cascade_removes_what_we_shipped_and_leaves_the_pool)
+
+
+def test_argo_cd_syncs_the_product_and_follows_the_pools_as_docs_argocd_md_says(setup):
+    """Every phase of PHASES in order, one test: the module's Argo CD setup takes 60 to 100 s, and
+    make test's worksteal split separate tests over workers, each setting Argo CD up again. A
+    failure's traceback names the phase."""
+    for phase in PHASES:
+        phase(setup)
 
 
 def exists(setup: Setup, group: str, version: str, kind: str, ns: str, name: str) -> bool:
