@@ -55,11 +55,15 @@ def produced(pool: Mapping[str, Any], build_id: str) -> str | None:
     return next((image for b, image in entries(pool) if build_id and b == build_id), None)
 
 
-def recorded(pool: Mapping[str, Any], build_id: str, image: str) -> str:
-    """The history once `build_id` produced (or reused) `image`: that entry first, bounded. Another
+def recorded(pool: Mapping[str, Any], build_id: str, image: str,
+             more: Iterable[tuple[str, str]] = ()) -> str:
+    """The history once `build_id` produced (or reused) `image`: that entry first, then `more`
+    (build id, image) entries (a mixed pool's architectures, core/multiarch.py), bounded. Another
     build id's entry of the same image stays (both ids may reuse it); a bare old entry of it goes."""
-    rest = [(b, i) for b, i in entries(pool) if b != build_id and (b or i != image)]
-    return _format([(build_id, image)] + rest[:A.IMAGES_LIMIT - 1])
+    new = [(build_id, image), *more]
+    ids, bare = {b for b, _ in new}, {i for _, i in new}
+    rest = [(b, i) for b, i in entries(pool) if b not in ids and (b or i not in bare)]
+    return _format((new + rest)[:A.IMAGES_LIMIT])
 
 
 def indexed(pool: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -219,18 +219,8 @@ def aggregate(items: Iterable[Part], repo: str) -> BuildStatus | None:
 
 
 def history(pool: Mapping[str, Any], build_id: str, image: str, items: Iterable[Part], repo: str) -> str:
-    """The image history once the index `image` succeeded: each architecture's image under its
-    build id (reusable by a pool of that architecture, or by this pool after a change of its
-    architectures), then the index under the pool's, newest first."""
-    recorded = dict(pool)
-    for p in items:
-        found = p.image(repo)
-        if found:
-            recorded = _with_images(recorded, images.recorded(recorded, p.build_id, found))
-    return images.recorded(recorded, build_id, image)
-
-
-def _with_images(pool: Mapping[str, Any], value: str) -> dict[str, Any]:
-    md = dict(pool.get("metadata") or {})
-    md["annotations"] = dict(md.get("annotations") or {}, **{A.IMAGES: value})
-    return dict(pool, metadata=md)
+    """The image history once the index `image` succeeded: the index under the pool's build id,
+    then each architecture's image under its own (reusable by a pool of that architecture, or by
+    this pool after a change of its architectures)."""
+    return images.recorded(pool, build_id, image,
+                           [(p.build_id, found) for p in items if (found := p.image(repo))])

@@ -120,9 +120,9 @@ def test_a_mixed_pool_builds_once_per_architecture_each_on_a_node_of_it(run_cli)
         bid = single_arch_build_id(items, arch)
         assert obj["metadata"]["labels"][naming.BUILD_ID_LABEL] == bid
         assert obj["metadata"]["name"] == naming.object_name("build", "worker", bid)
-        env = {e["name"]: e.get("value") for e in obj["spec"]["containers"][0].get("env", [])}
-        assert env.get("TAG", "").endswith(f":{F.the_pool(items)['spec']['configuration']['name']}-{arch}") \
-            or any(f"-{arch}" in str(v) for v in env.values())
+        if obj["kind"] == "Pod":               # an OpenShift Build's output names the same tag
+            env = {e["name"]: e.get("value") for e in obj["spec"]["containers"][0]["env"]}
+            assert env["TAG"] == f"{F.REPO}:{F.the_pool(items)['spec']['configuration']['name']}-{arch}"
     a = ann(items)
     assert a[A.STATE] == A.PENDING and a[A.ARCH] == "amd64,arm64"
     assert a[A.BUILD].startswith(f"ImageIndex/{F.NS}/ocl-index-worker-")
@@ -293,7 +293,6 @@ def ready(node, **spec):
       ("fail", "arm64: the base image")}),
 ])
 def test_preflight_checks_each_architecture_of_a_mixed_pool(nodes, emulated, platforms, want):
-    from reconcile import preflight as P
     from tests.unit.test_preflight import good, lines, read_settings
     found = read_settings(emulatedArchitectures=emulated) if emulated else read_settings()
     facts = good(settings=found, architectures={"worker": (("amd64", "arm64"), F.BASE)}, nodes=nodes,
@@ -302,7 +301,6 @@ def test_preflight_checks_each_architecture_of_a_mixed_pool(nodes, emulated, pla
     assert {level for level, _ in got} == {level for level, _ in want}
     for level, start in want:
         assert any(lv == level and text.startswith(start) for lv, text in got), (level, start, got)
-    assert P.checks(good())[0]                  # no mixed pool: one ok line, nothing read
     assert [r.result for r in lines(good(), "architectures")] == ["ok"]
 
 
